@@ -1,0 +1,208 @@
+"""`kb`: a thin command line over the kb_tools library.
+
+Exit codes: 0 success, 1 not found / invalid KB / a check failed, 2 usage error.
+A user's mistake prints one line on stderr, never a traceback.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from .model import AREAS
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Wrong arguments: exit 2."""
+
+
+class Failure(Exception):
+    """Not found, invalid KB or a failed check: exit 1."""
+
+
+# ---------------------------------------------------------------- output helpers
+
+def _use_colour(stream) -> bool:
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def _style(text: str, code: str, stream=None) -> str:
+    return f"\033[{code}m{text}\033[0m" if _use_colour(stream or sys.stdout) else text
+
+
+def _print_json(value) -> None:
+    import json
+    json.dump(value, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def _load(args, require_clean: bool = True):
+    from .load import KBError, load_kb
+    try:
+        kb = load_kb(args.kb)
+    except KBError as exc:
+        raise Failure(str(exc)) from None
+    if require_clean and kb.problems:
+        more = f" (and {len(kb.problems) - 1} more; run `kb check`)" if len(kb.problems) > 1 else ""
+        raise Failure(f"the KB is invalid: {kb.problems[0]}{more}")
+    return kb
+
+
+def _entry_or_fail(kb, name: str):
+    entry = kb.resolve(name)
+    if entry is None:
+        from .load import _suggest
+        raise Failure(f"unknown entry '{name}'{_suggest(name, list(kb.entries) + list(kb.aliases))}")
+    return entry
+
+
+# ---------------------------------------------------------------- commands
+
+def cmd_check(args) -> int:
+    """Validate every entry, quote and source; print each problem on one line."""
+    kb = _load(args, require_clean=False)
+    for problem in kb.problems:
+        print(problem)
+    if args.json:
+        _print_json({"entries": len(kb.entries), "quotes": len(kb.quotes), "sources": len(kb.sources),
+                     "problems": [p.to_dict() for p in kb.problems]})
+    elif not kb.problems:
+        print(f"ok: {len(kb.entries)} entries, {len(kb.quotes)} quotes, {len(kb.sources)} sources")
+    else:
+        print(f"{len(kb.problems)} problem(s)", file=sys.stderr)
+    return EXIT_FAIL if kb.problems else EXIT_OK
+
+
+def cmd_search(args) -> int:
+    """Rank entries for a symptom query."""
+    from .search import QueryError, search
+    query = " ".join(args.query)
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    kb = _load(args)
+    try:
+        hits = search(kb, query, limit=args.limit, area=args.area, tag=args.tag)
+    except QueryError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        _print_json([h.to_json() for h in hits])
+        return EXIT_OK
+    if not hits:
+        print("no entry matches that well; try the words you see in the log, e.g. \"loss flat\"")
+        return EXIT_OK
+    width = max(len(h.entry.id) for h in hits)
+    for n, hit in enumerate(hits, 1):
+        e = hit.entry
+        flag = "  (low confidence)" if hit.low_confidence else ""
+        print(f"{n:2d}. {_style(e.id.ljust(width), '1')}  {e.title}  [{e.area}]  {hit.score:.0f}{flag}")
+        print(f"    {_style('matched:', '2')} {hit.matched}")
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    """One entry in full."""
+    kb = _load(args)
+    e = _entry_or_fail(kb, args.id)
+    if args.json:
+        _print_json({k: v for k, v in e.to_dict().items() if k not in ("lines", "snippet_line")})
+        return EXIT_OK
+    print(_style(f"{e.id}: {e.title}", "1"))
+    print(f"area: {e.area}   tags: {', '.join(e.tags)}" + (f"   aliases: {', '.join(e.aliases)}" if e.aliases else ""))
+    print(f"file: {e.path}")
+    sections = [("Symptoms", "\n".join(f"- {s}" for s in e.symptoms)), ("Why it happens", e.cause),
+                ("Fix", e.fix), ("How to check", e.check), ("Correction", e.correction),
+                ("Caveats", e.caveats), ("Evidence", ", ".join(e.evidence)),
+                ("See also", ", ".join(e.see_also)),
+                ("Snippet", f"run it: kb snippet {e.id} | python" + (" (torchrun: see the entry)" if e.launch == "torchrun" else ""))]
+    for heading, body in sections:
+        if body:
+            print(f"\n{_style(heading, '1;4')}\n{body.strip()}")
+    return EXIT_OK
+
+
+def cmd_snippet(args) -> int:
+    """Only the entry's runnable code, so `kb snippet ID | python` runs it."""
+    kb = _load(args)
+    sys.stdout.write(_entry_or_fail(kb, args.id).snippet)
+    return EXIT_OK
+
+
+def cmd_list(args) -> int:
+    """Every entry, one line each, by area."""
+    kb = _load(args)
+    entries = [e for e in kb.entries.values() if args.area is None or e.area == args.area]
+    if args.json:
+        _print_json([{"id": e.id, "title": e.title, "area": e.area} for e in entries])
+        return EXIT_OK
+    width = max((len(e.id) for e in entries), default=0)
+    for e in sorted(entries, key=lambda e: (AREAS.index(e.area) if e.area in AREAS else 99, e.id)):
+        print(f"{e.area:<12} {e.id.ljust(width)}  {e.title}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- parser
+
+def build_parser():
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line, exit 2, no usage dump
+            raise UsageError(f"{self.prog}: {message}")
+
+    parser = Parser(prog="kb", description="Search and check a knowledge base for debugging PyTorch training.",
+                    epilog="Exit codes: 0 ok, 1 not found / invalid / check failed, 2 usage error.")
+    parser.add_argument("--kb", metavar="DIR", help="KB directory (default: $KB_PATH, else the bundled KB)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+
+    p = sub.add_parser("check", help="validate the KB; exit 1 on any problem")
+    p.add_argument("--json", action="store_true", help="machine-readable summary")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("search", help="rank entries for a symptom", description=(
+        "Rank entries for what you see: two words (\"loss flat\"), an error message, or a paragraph."))
+    p.add_argument("query", nargs="+", help="what the run shows")
+    p.add_argument("--limit", "-n", type=int, default=10, help="at most this many results (default 10)")
+    p.add_argument("--area", choices=AREAS, help="only entries of this area")
+    p.add_argument("--tag", help="only entries with this tag")
+    p.add_argument("--json", action="store_true", help="a JSON array: id, title, area, score, ...")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("show", help="one entry in full")
+    p.add_argument("id", help="entry id or alias (e.g. double-softmax or O12)")
+    p.add_argument("--json", action="store_true", help="the entry as JSON")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("snippet", help="only the entry's runnable code (pipe it to python)")
+    p.add_argument("id", help="entry id or alias")
+    p.set_defaults(func=cmd_snippet)
+
+    p = sub.add_parser("list", help="every entry, one line each")
+    p.add_argument("--area", choices=AREAS, help="only this area")
+    p.add_argument("--json", action="store_true", help="a JSON array of id, title, area")
+    p.set_defaults(func=cmd_list)
+
+    return parser
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except UsageError as exc:
+        msg = str(exc)
+        print(msg if msg.startswith("kb") else f"kb: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+    except Failure as exc:
+        print(f"kb: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""Find, parse and validate a knowledge base; cache the result for the search path.
+
+Every problem is collected (never the first one only) and carries a stable code
+so users can look it up the way they look up a linter's rule. Parsing YAML is the
+slowest step of a search, so a validated KB is cached and reused until any file
+under the KB or its evidence changes (size, mtime, ctime or inode: a write always
+moves ctime, so an edited file is never served stale).
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, Entry, Problem, Quote, Source
+
+CACHE_FORMAT = 3
+
+# Stable problem codes, one sentence each (listed in CONTRIBUTING.md; a test keeps both in step).
+CODES = {
+    "KB001": "The file is not valid YAML.",
+    "KB002": "The file's top level has the wrong shape (an entry is a mapping; a quote file maps `quotes` to a list).",
+    "KB003": "A required field is missing.",
+    "KB004": "A field has the wrong type or is empty.",
+    "KB005": "A field name is not part of the schema (often a typo).",
+    "KB006": "An entry's `id` differs from its file name.",
+    "KB007": "Two entries or two quotes share an id.",
+    "KB008": "A field holds a value outside its allowed set (area, snippet_kind, launch, coverage).",
+    "KB009": "An entry sits in a folder other than its `area`.",
+    "KB010": "`see_also` names an entry that does not exist.",
+    "KB011": "`evidence` names a quote that does not exist.",
+    "KB012": "An alias is used by two entries, or equals another entry's id.",
+    "KB013": "An entry lists fewer than three symptoms.",
+    "KB014": "A quote names a source that has no file under evidence/.",
+    "KB015": "A quote's citation is malformed: `lines` must be [first, last] within the file, or `object` a dotted path, not both.",
+    "KB016": "A file under evidence/ has no front matter between `---` lines.",
+    "KB017": "An id is not kebab-case (lower-case letters, digits and single hyphens).",
+    "KB018": "A diagnostic snippet has no `snippet_note` saying why the bug itself is not reproduced.",
+}
+
+ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+# field -> (kind, required); kinds: str, list (of str), enum tuple
+ENTRY_FIELDS = {
+    "id": ("str", True), "title": ("str", True), "area": (AREAS, True),
+    "tags": ("list", True), "aliases": ("list", False), "symptoms": ("list", True),
+    "cause": ("str", True), "fix": ("str", True), "check": ("str", True),
+    "caveats": ("str", True), "correction": ("str", False), "see_also": ("list", False),
+    "evidence": ("list", False), "snippet_kind": (SNIPPET_KINDS, True),
+    "snippet_note": ("str", False), "launch": (LAUNCHERS, False), "snippet": ("str", True),
+}
+QUOTE_FIELDS = {
+    "id": ("str", True), "text": ("str", True), "source": ("str", True),
+    "lines": ("lines", False), "object": ("str", False), "themes": ("list", True),
+    "short": ("bool", False),
+}
+SOURCE_FIELDS = {
+    "title": ("str", True), "author": ("str", True), "url": ("str", True),
+    "published": ("str", True), "retrieved": ("str", True),
+    "coverage": (("full", "excerpt"), True), "package": ("str", False),
+    "sha256": ("str", False),
+}
+
+
+class KBError(Exception):
+    """A problem that stops a command before it can do anything (bad path, broken KB)."""
+
+
+# ---------------------------------------------------------------- locating
+
+def find_kb_root(explicit: str | None = None) -> str:
+    """The KB directory: --kb, else $KB_PATH, else this checkout's kb/, else the bundled copy."""
+    for candidate, how in ((explicit, "--kb"), (os.environ.get("KB_PATH"), "KB_PATH")):
+        if candidate:
+            if not os.path.isdir(os.path.join(candidate, "entries")):
+                raise KBError(f"{candidate}: not a KB directory ({how}): it has no entries/ folder")
+            return os.path.abspath(candidate)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(os.path.dirname(here), "kb"), os.path.join(here, "_data", "kb")):
+        if os.path.isdir(os.path.join(candidate, "entries")):
+            return candidate
+    raise KBError("no knowledge base found: pass --kb DIR or set KB_PATH")
+
+
+def evidence_dir(kb_root: str) -> str:
+    """Cached sources live in <kb>/evidence if present, else beside the KB as ../evidence."""
+    inside = os.path.join(kb_root, "evidence")
+    return inside if os.path.isdir(inside) else os.path.join(os.path.dirname(kb_root), "evidence")
+
+
+def _files(top: str, suffixes: tuple) -> list:
+    found = []
+    if os.path.isdir(top):
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            found += [os.path.join(dirpath, f) for f in sorted(filenames)
+                      if f.endswith(suffixes) and not f.startswith(".")]
+    return found
+
+
+# ---------------------------------------------------------------- caching
+
+def _cache_path(kb_root: str) -> str | None:
+    base = os.environ.get("KB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kb-tools")
+    import hashlib
+    key = hashlib.sha1(kb_root.encode()).hexdigest()[:16]
+    return os.path.join(base, f"kb-{key}.marshal")
+
+
+def _signature(paths: list) -> tuple:
+    sig = [CACHE_FORMAT, sys.version_info[:2]]
+    for p in paths:
+        st = os.stat(p)
+        sig.append((p, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(sig)
+
+
+def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
+    """Load and validate the KB at `kb_root` (see find_kb_root), from cache when unchanged."""
+    root = find_kb_root(kb_root)
+    ev_dir = evidence_dir(root)
+    paths = _files(os.path.join(root, "entries"), (".yaml", ".yml")) \
+        + _files(os.path.join(root, "quotes"), (".yaml", ".yml")) \
+        + _files(ev_dir, (".md", ".txt"))
+    if not use_cache or os.environ.get("KB_NO_CACHE"):
+        return _parse(root, ev_dir)
+    import marshal
+    signature = _signature(paths)
+    cache = _cache_path(root)
+    try:
+        with open(cache, "rb") as fh:
+            stored_sig, data = marshal.load(fh)
+        if stored_sig == signature:
+            return _from_plain(root, data)
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    kb = _parse(root, ev_dir)
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        tmp = f"{cache}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            marshal.dump((signature, _to_plain(kb)), fh)
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # an unwritable cache only costs speed
+    return kb
+
+
+def _to_plain(kb: KB) -> dict:
+    return {
+        "entries": [e.to_dict() for e in kb.entries.values()],
+        "quotes": [q.to_dict() for q in kb.quotes.values()],
+        "sources": [s.to_dict() for s in kb.sources.values()],
+        "problems": [p.to_dict() for p in kb.problems],
+    }
+
+
+def _from_plain(root: str, data: dict) -> KB:
+    return KB(
+        root,
+        {d["id"]: Entry(**d) for d in data["entries"]},
+        {d["id"]: Quote(**d) for d in data["quotes"]},
+        {d["id"]: Source(**d) for d in data["sources"]},
+        [Problem(**d) for d in data["problems"]],
+    )
+
+
+# ---------------------------------------------------------------- parsing
+
+def _line_loader():
+    """A YAML loader (libyaml when available) that records the line of every mapping key."""
+    import yaml
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class LineLoader(base):
+        def construct_mapping(self, node, deep=False):
+            mapping = super().construct_mapping(node, deep=deep)
+            lines, items, blocks = {}, {}, {}
+            for key_node, value_node in node.value:
+                key = key_node.value
+                lines[key] = key_node.start_mark.line + 1
+                if isinstance(value_node, yaml.SequenceNode):
+                    items[key] = [n.start_mark.line + 1 for n in value_node.value]
+                elif isinstance(value_node, yaml.ScalarNode) and value_node.style in ("|", ">"):
+                    blocks[key] = value_node.start_mark.line + 2  # content starts below the indicator
+            mapping["__line__"] = node.start_mark.line + 1
+            mapping["__lines__"], mapping["__items__"], mapping["__blocks__"] = lines, items, blocks
+            return mapping
+
+    return yaml, LineLoader
+
+
+def _suggest(name: str, choices) -> str:
+    import difflib
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+class _Collector:
+    def __init__(self, base: str):
+        self.base = base
+        self.problems = []
+
+    def rel(self, path: str) -> str:
+        return os.path.relpath(path, self.base)
+
+    def add(self, path, line, code, field, message):
+        self.problems.append(Problem(path=path, line=line, code=code, field=field, message=message))
+
+
+def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str) -> None:
+    """Required, typed and known fields, against a spec of ENTRY/QUOTE/SOURCE_FIELDS."""
+    lines = data.get("__lines__", {})
+    at = lambda f: lines.get(f, data.get("__line__", 1))  # noqa: E731
+    for field, value in data.items():
+        if field.startswith("__"):
+            continue
+        if field not in spec:
+            col.add(path, at(field), "KB005", field, f"unknown {kind} field{_suggest(field, spec)}")
+            continue
+        expected = spec[field][0]
+        if value is None:
+            col.add(path, at(field), "KB004", field, "is empty")
+        elif expected == "str" and not (isinstance(value, str) and value.strip()):
+            col.add(path, at(field), "KB004", field, f"must be non-empty text, got {type(value).__name__}")
+        elif expected == "list" and not (isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)):
+            col.add(path, at(field), "KB004", field, "must be a list of non-empty strings")
+        elif expected == "bool" and not isinstance(value, bool):
+            col.add(path, at(field), "KB004", field, "must be true or false")
+        elif isinstance(expected, tuple) and value not in expected:
+            col.add(path, at(field), "KB008", field,
+                    f"'{value}' is not one of: {', '.join(expected)}{_suggest(str(value), expected)}")
+    for field, (_, required) in spec.items():
+        if required and field not in data:
+            col.add(path, data.get("__line__", 1), "KB003", field, f"missing required {kind} field")
+
+
+def _read_yaml(path, col, yaml, loader):
+    rel = col.rel(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.load(fh, Loader=loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        col.add(rel, mark.line + 1 if mark else 1, "KB001", "", f"invalid YAML: {reason}")
+    except (OSError, UnicodeDecodeError) as exc:
+        col.add(rel, 0, "KB001", "", f"cannot read: {exc}")
+    return None
+
+
+def _parse(root: str, ev_dir: str) -> KB:
+    yaml, loader = _line_loader()
+    col = _Collector(os.path.dirname(root))
+    sources = _parse_sources(ev_dir, col, yaml)
+    quotes = _parse_quotes(root, sources, col, yaml, loader)
+    entries = _parse_entries(root, quotes, col, yaml, loader)
+    return KB(root, entries, quotes, sources, col.problems)
+
+
+def _parse_sources(ev_dir, col, yaml) -> dict:
+    sources = {}
+    for path in _files(ev_dir, (".md", ".txt")):
+        rel = col.rel(path)
+        sid = os.path.splitext(os.path.basename(path))[0]
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = [fh.readline() for _ in range(60)]
+        end = next((i for i, line in enumerate(head[1:], 1) if line.rstrip() == "---"), None)
+        if not head or head[0].rstrip() != "---" or end is None:
+            col.add(rel, 1, "KB016", "", "no front matter (a `---` block with title, author, url, ...)")
+            continue
+        try:
+            meta = yaml.safe_load("".join(head[1:end])) or {}
+        except yaml.YAMLError as exc:
+            col.add(rel, 1, "KB001", "", f"invalid YAML in front matter: {getattr(exc, 'problem', exc)}")
+            continue
+        if not isinstance(meta, dict):
+            col.add(rel, 1, "KB002", "", "front matter must be a mapping")
+            continue
+        meta = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in meta.items()}
+        _check_fields(meta, SOURCE_FIELDS, rel, col, "source")
+        fields = {k: meta.get(k) for k in SOURCE_FIELDS}
+        sources[sid] = Source(id=sid, path=rel, body_line=end + 2, **fields)
+    return sources
+
+
+def _parse_quotes(root, sources, col, yaml, loader) -> dict:
+    quotes = {}
+    for path in _files(os.path.join(root, "quotes"), (".yaml", ".yml")):
+        rel = col.rel(path)
+        data = _read_yaml(path, col, yaml, loader)
+        if data is None and not any(p.path == rel for p in col.problems):
+            continue  # an empty file holds no quotes
+        if data is None:
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("quotes"), list):
+            col.add(rel, 1, "KB002", "quotes", "a quote file maps `quotes:` to a list of quotes")
+            continue
+        for item in data["quotes"]:
+            if not isinstance(item, dict):
+                col.add(rel, 1, "KB002", "quotes", "each quote must be a mapping")
+                continue
+            line = item["__line__"]
+            _check_fields(item, QUOTE_FIELDS, rel, col, "quote")
+            qid = item.get("id")
+            if not isinstance(qid, str):
+                continue
+            if not ID_RE.match(qid):
+                col.add(rel, line, "KB017", "id", f"'{qid}' is not kebab-case")
+            if qid in quotes:
+                col.add(rel, line, "KB007", "id", f"duplicate quote id '{qid}' (first in {quotes[qid].path}:{quotes[qid].line})")
+                continue
+            src = item.get("source")
+            if isinstance(src, str) and src not in sources:
+                col.add(rel, item["__lines__"].get("source", line), "KB014", "source",
+                        f"unknown source '{src}'{_suggest(src, sources)}")
+            lines, obj = item.get("lines"), item.get("object")
+            if isinstance(lines, int) and not isinstance(lines, bool):
+                lines = [lines, lines]
+            if (lines is None) == (obj is None):
+                col.add(rel, line, "KB015", "lines", "give exactly one of `lines: [first, last]` or `object: dotted.path`")
+            elif lines is not None and not (
+                    isinstance(lines, list) and len(lines) == 2 and all(isinstance(n, int) for n in lines)
+                    and 1 <= lines[0] <= lines[1]):
+                col.add(rel, item["__lines__"].get("lines", line), "KB015", "lines",
+                        f"must be [first, last] with 1 <= first <= last, got {lines!r}")
+                lines = None
+            quotes[qid] = Quote(
+                id=qid, text=item.get("text"), source=src, lines=lines, object=obj,
+                themes=item.get("themes") or [], short=bool(item.get("short")), path=rel, line=line)
+    return quotes
+
+
+def _parse_entries(root, quotes, col, yaml, loader) -> dict:
+    entries = {}
+    entries_dir = os.path.join(root, "entries")
+    for path in _files(entries_dir, (".yaml", ".yml")):
+        rel = col.rel(path)
+        data = _read_yaml(path, col, yaml, loader)
+        if data is None:
+            if not any(p.path == rel for p in col.problems):
+                col.add(rel, 1, "KB002", "", "the file is empty; an entry is a mapping of fields")
+            continue
+        if not isinstance(data, dict):
+            col.add(rel, 1, "KB002", "", "an entry must be a mapping of fields")
+            continue
+        lines = data["__lines__"]
+        _check_fields(data, ENTRY_FIELDS, rel, col, "entry")
+        stem = os.path.splitext(os.path.basename(path))[0]
+        eid = data.get("id")
+        if isinstance(eid, str):
+            if eid != stem:
+                col.add(rel, lines["id"], "KB006", "id", f"'{eid}' differs from the file name '{stem}'")
+            if not ID_RE.match(eid):
+                col.add(rel, lines["id"], "KB017", "id", f"'{eid}' is not kebab-case")
+        eid = stem
+        if eid in entries:
+            col.add(rel, 1, "KB007", "id", f"duplicate entry id '{eid}' (first in {entries[eid].path})")
+            continue
+        folder = os.path.relpath(os.path.dirname(path), entries_dir).split(os.sep)[0]
+        area = data.get("area")
+        if area in AREAS and folder != area:
+            col.add(rel, lines["area"], "KB009", "area", f"area '{area}' but the file is in entries/{folder}/")
+        symptoms = data.get("symptoms")
+        if isinstance(symptoms, list) and len(symptoms) < 3:
+            col.add(rel, lines["symptoms"], "KB013", "symptoms", f"has {len(symptoms)}, needs at least 3")
+        if data.get("snippet_kind") == "diagnostic" and not data.get("snippet_note"):
+            col.add(rel, lines.get("snippet_kind", 1), "KB018", "snippet_note",
+                    "a diagnostic snippet must say why the bug itself is not reproduced")
+        listed = lambda f: [v for v in (data.get(f) or []) if isinstance(v, str)] if isinstance(data.get(f), list) else []  # noqa: E731
+        entries[eid] = Entry(
+            id=eid, title=data.get("title"), area=area, tags=listed("tags"),
+            aliases=listed("aliases"), symptoms=listed("symptoms"), cause=data.get("cause"),
+            fix=data.get("fix"), check=data.get("check"), caveats=data.get("caveats"),
+            correction=data.get("correction"), see_also=listed("see_also"),
+            evidence=listed("evidence"), snippet_kind=data.get("snippet_kind"),
+            snippet_note=data.get("snippet_note"), launch=data.get("launch") or "python",
+            snippet=data.get("snippet") if isinstance(data.get("snippet"), str) else "",
+            path=rel, lines={k: v for k, v in lines.items()},
+            snippet_line=data["__blocks__"].get("snippet", lines.get("snippet", 1)),
+        )
+        entries[eid].lines["__items__"] = data["__items__"]
+    _check_references(entries, quotes, col)
+    return entries
+
+
+def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
+    """see_also, evidence and aliases can only be checked once every file is read."""
+    owner = {}
+    for e in entries.values():
+        items = e.lines["__items__"]
+        for field, known, code, what in (("see_also", entries, "KB010", "entry"),
+                                         ("evidence", quotes, "KB011", "quote")):
+            for ref, line in zip(getattr(e, field), items.get(field, [])):
+                if ref not in known:
+                    col.add(e.path, line, code, field, f"unknown {what} '{ref}'{_suggest(ref, known)}")
+        for alias, line in zip(e.aliases, items.get("aliases", [])):
+            key = alias.lower()
+            if key in entries and key != e.id:
+                col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is the id of another entry")
+            elif key in owner and owner[key] != e.id:
+                col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is also used by '{owner[key]}'")
+            owner.setdefault(key, e.id)

@@ -1,0 +1,142 @@
+"""The knowledge base's data model: entries, quotes, sources and load problems.
+
+Plain slotted classes rather than dataclasses: this module sits on the search
+path, and importing `dataclasses` (and through it `inspect`) would cost more
+start-up time than the whole search.
+"""
+from __future__ import annotations
+
+AREAS = (
+    "triage", "wiring", "optimizer", "loss", "numerics",
+    "data", "finetune", "instrument", "distributed",
+)
+SNIPPET_KINDS = ("reproduces", "diagnostic")
+LAUNCHERS = ("python", "torchrun")
+
+
+class _Record:
+    """Field-by-field construction, equality and dict round-trip for the cache."""
+
+    __slots__ = ()
+
+    def __init__(self, **fields):
+        for name in self.__slots__:
+            setattr(self, name, fields.pop(name, None))
+        if fields:
+            raise TypeError(f"{type(self).__name__}: unknown fields {sorted(fields)}")
+
+    def to_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.to_dict() == other.to_dict()
+
+    def __repr__(self):
+        return f"{type(self).__name__}(id={getattr(self, 'id', '?')!r})"
+
+
+class Entry(_Record):
+    """One debugging entry: symptom -> cause -> fix, with a snippet that proves it.
+
+    `path` is relative to the KB root's parent for messages; `lines` maps each
+    top-level field to the 1-based line of its key, and `snippet_line` is the
+    file line that holds the snippet's first line (for test failures).
+    """
+
+    __slots__ = (
+        "id", "title", "area", "tags", "aliases", "symptoms", "cause", "fix",
+        "check", "caveats", "correction", "see_also", "evidence",
+        "snippet_kind", "snippet_note", "launch", "snippet",
+        "path", "lines", "snippet_line",
+    )
+    id: str
+    title: str
+    area: str
+    tags: list
+    aliases: list
+    symptoms: list
+    cause: str
+    fix: str
+    check: str
+    caveats: str
+    correction: str | None
+    see_also: list
+    evidence: list
+    snippet_kind: str
+    snippet_note: str | None
+    launch: str
+    snippet: str
+    path: str
+    lines: dict
+    snippet_line: int
+
+
+class Quote(_Record):
+    """A verbatim quote, tied to a source and to where in it the words are.
+
+    Cached sources are cited by `lines` (first, last; 1-based, inclusive);
+    installed-package sources by `object` (a dotted path whose docstring holds it).
+    """
+
+    __slots__ = ("id", "text", "source", "lines", "object", "themes", "short", "path", "line")
+    id: str
+    text: str
+    source: str
+    lines: list | None
+    object: str | None
+    themes: list
+    short: bool
+    path: str
+    line: int
+
+
+class Source(_Record):
+    """A cached source under evidence/, described by its front matter."""
+
+    __slots__ = (
+        "id", "title", "author", "url", "published", "retrieved", "coverage",
+        "package", "sha256", "path", "body_line",
+    )
+    id: str
+    title: str
+    author: str
+    url: str
+    published: str
+    retrieved: str
+    coverage: str
+    package: str | None
+    sha256: str | None
+    path: str
+    body_line: int
+
+
+class Problem(_Record):
+    """One thing wrong with the KB, printed as `path:line: CODE field: message`."""
+
+    __slots__ = ("path", "line", "code", "field", "message")
+
+    def __str__(self):
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}: {self.code}{field} {self.message}"
+
+
+class KB:
+    """A loaded knowledge base: everything in it, plus what was wrong with it."""
+
+    __slots__ = ("root", "entries", "quotes", "sources", "problems", "aliases")
+
+    def __init__(self, root, entries, quotes, sources, problems):
+        self.root = root
+        self.entries = entries      # id -> Entry, in file order
+        self.quotes = quotes        # id -> Quote
+        self.sources = sources      # id -> Source
+        self.problems = problems    # list of Problem
+        self.aliases = {a.lower(): e.id for e in entries.values() for a in (e.aliases or ())}
+
+    def resolve(self, name: str) -> Entry | None:
+        """An entry by id or alias (aliases are case-insensitive: `o12` finds O12)."""
+        if name in self.entries:
+            return self.entries[name]
+        target = self.aliases.get(name.lower())
+        return self.entries.get(target) if target else None
