@@ -1,0 +1,112 @@
+"""Run an entry's snippet the way a user would, and map failures back to the YAML.
+
+A snippet is run as a plain script in its own process (or under torchrun for
+`launch: torchrun`), exactly as `kb snippet ID` prints it. The device is chosen
+through the environment: the CPU run hides every GPU, so even a GPU machine
+tests the CPU path the snippet falls back to.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+DEVICES = ("cpu", "cuda")
+DEFAULT_TIMEOUT = 60
+TORCHRUN_PROCS = 2
+
+
+class SnippetRun:
+    """What one run of a snippet did."""
+
+    __slots__ = ("entry", "device", "returncode", "stdout", "stderr", "seconds", "timed_out", "script")
+
+    def __init__(self, **fields):
+        for name in self.__slots__:
+            setattr(self, name, fields.get(name))
+
+    @property
+    def passed(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def summary(self) -> str:
+        """The last line the snippet printed: its human-readable result."""
+        lines = [line for line in (self.stdout or "").splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+
+def script_text(entry) -> str:
+    """The program the test runs; `kb snippet` prints the same text."""
+    return entry.snippet
+
+
+def device_skip_reason(entry, device: str) -> str | None:
+    """Why this (entry, device) pair cannot run here, or None when it can."""
+    if device == "cpu":
+        return None
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "CUDA is not available on this machine"
+    if entry.launch == "torchrun" and torch.cuda.device_count() < TORCHRUN_PROCS:
+        return f"needs {TORCHRUN_PROCS} GPUs for an nccl run, found {torch.cuda.device_count()}"
+    return None
+
+
+def child_env(device: str) -> dict:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("OMP_NUM_THREADS", "1")  # two snippets share two cores in CI
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def command(entry, script_path: str) -> list:
+    if entry.launch == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                f"--nproc-per-node={TORCHRUN_PROCS}", script_path]
+    return [sys.executable, script_path]
+
+
+def run_snippet(entry, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT) -> SnippetRun:
+    """Write the snippet to a temporary script and run it; never raises for a failing snippet."""
+    with tempfile.TemporaryDirectory(prefix="kb-snippet-") as tmp:
+        script = os.path.join(tmp, f"{entry.id.replace('-', '_')}.py")
+        with open(script, "w", encoding="utf-8") as fh:
+            fh.write(script_text(entry))
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(command(entry, script), cwd=tmp, env=child_env(device),
+                                  capture_output=True, text=True, timeout=timeout)
+            rc, out, err, timed_out = proc.returncode, proc.stdout, proc.stderr, False
+        except subprocess.TimeoutExpired as exc:
+            rc, timed_out = None, True
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        seconds = time.perf_counter() - start
+        err = map_to_yaml(err, script, entry)
+    return SnippetRun(entry=entry, device=device, returncode=rc, stdout=out, stderr=err,
+                      seconds=seconds, timed_out=timed_out, script=script)
+
+
+def yaml_line(entry, snippet_line: int) -> int:
+    """The line of the entry's YAML file that holds line `snippet_line` of the snippet."""
+    return entry.snippet_line + snippet_line - 1
+
+
+def map_to_yaml(text: str, script_path: str, entry) -> str:
+    """Point traceback frames in the temporary script at the YAML file instead."""
+    pattern = re.compile(r'File "' + re.escape(script_path) + r'", line (\d+)')
+    return pattern.sub(lambda m: f'File "{entry.path}", line {yaml_line(entry, int(m.group(1)))}', text)
+
+
+def failing_line(run: SnippetRun) -> int | None:
+    """The YAML line of the innermost snippet frame in the traceback, if any."""
+    found = re.findall(r'File "' + re.escape(run.entry.path) + r'", line (\d+)', run.stderr or "")
+    return int(found[-1]) if found else None

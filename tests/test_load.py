@@ -1,0 +1,117 @@
+"""The loader: every problem code is reported with file, line and field; clean KBs load whole."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import yaml
+
+from kb_tools.load import CODES, load_kb
+from kbfactory import entry, make_kb, write_entry, write_quotes, write_source
+
+
+def problems(kb_dir):
+    kb = load_kb(str(kb_dir), use_cache=False)
+    return kb, [str(p) for p in kb.problems]
+
+
+def codes(kb_dir):
+    return [p.code for p in load_kb(str(kb_dir), use_cache=False).problems]
+
+
+def test_clean_kb_loads_everything(tmp_path):
+    kb, found = problems(make_kb(tmp_path))
+    assert found == []
+    assert list(kb.entries) == ["alpha-bug", "beta-bug"]
+    assert kb.resolve("a1").id == "alpha-bug"
+    assert kb.quotes["q-one"].lines == [9, 9]
+    assert kb.sources["src"].body_line == 9
+
+
+def test_snippet_line_points_into_the_yaml(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    e = load_kb(str(kb_dir), use_cache=False).entries["alpha-bug"]
+    file_lines = (tmp_path / e.path).read_text().splitlines()
+    assert file_lines[e.snippet_line - 1].strip() == e.snippet.splitlines()[0]
+
+
+def test_problem_format_is_path_line_code_field(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("gamma-bug", see_also=["alpha-bgu"]))
+    _, found = problems(kb_dir)
+    assert len(found) == 1
+    assert re.match(r"^kb/entries/loss/gamma-bug\.yaml:\d+: KB010 see_also: unknown entry 'alpha-bgu' "
+                    r"\(did you mean 'alpha-bug'\?\)$", found[0]), found[0]
+
+
+@pytest.mark.parametrize("code, build", [
+    ("KB001", lambda t: write_entry(t, {"id": "bad-yaml"}, raw="id: [unclosed\n")),
+    ("KB002", lambda t: write_entry(t, {"id": "a-list"}, raw="- just\n- a list\n")),
+    ("KB003", lambda t: write_entry(t, {k: v for k, v in entry("no-fix").items() if k != "fix"})),
+    ("KB004", lambda t: write_entry(t, entry("typed-wrong", tags="not-a-list"))),
+    ("KB005", lambda t: write_entry(t, {**entry("extra-field"), "symptomz": ["x"]})),
+    ("KB006", lambda t: write_entry(t, entry("stem-name"), raw=yaml.safe_dump(entry("other-name")))),
+    ("KB007", lambda t: write_quotes(t, "dupe", [{"id": "q-one", "source": "src", "lines": [9, 9],
+                                                   "text": "line one", "themes": ["x"]}])),
+    ("KB008", lambda t: write_entry(t, entry("bad-kind", snippet_kind="maybe"))),
+    ("KB009", lambda t: write_entry(t, entry("wrong-folder", area="data"), area="loss")),
+    ("KB010", lambda t: write_entry(t, entry("bad-ref", see_also=["nope"]))),
+    ("KB011", lambda t: write_entry(t, entry("bad-quote", evidence=["q-two"]))),
+    ("KB012", lambda t: write_entry(t, entry("alias-clash", aliases=["a1"]))),
+    ("KB013", lambda t: write_entry(t, entry("few-symptoms", symptoms=["only one"]))),
+    ("KB014", lambda t: write_quotes(t, "orphan", [{"id": "q-orphan", "source": "srcc", "lines": [9, 9],
+                                                     "text": "line one", "themes": ["x"]}])),
+    ("KB015", lambda t: write_quotes(t, "badlines", [{"id": "q-bad", "source": "src", "lines": [5, 2],
+                                                       "text": "line one", "themes": ["x"]}])),
+    ("KB016", lambda t: (t / "evidence" / "bare.md").write_text("no front matter here\n")),
+    ("KB017", lambda t: write_entry(t, entry("Not_Kebab"))),
+    ("KB018", lambda t: write_entry(t, entry("diag-no-note", snippet_kind="diagnostic"))),
+])
+def test_each_problem_code(tmp_path, code, build):
+    kb_dir = make_kb(tmp_path)
+    build(tmp_path)
+    found = codes(kb_dir)
+    assert code in found, found
+
+
+def test_every_code_is_tested_and_documented():
+    here = open(__file__).read()
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "CONTRIBUTING.md")).read()
+    for code in CODES:
+        assert f'("{code}"' in here, f"{code} has no test"
+        assert f"`{code}`" in doc, f"{code} is not listed in CONTRIBUTING.md"
+
+
+def test_all_problems_are_collected_together(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("two-faults", see_also=["nope"], snippet_kind="maybe", symptoms=["one"]))
+    write_source(tmp_path, "second", coverage="partial")
+    assert {"KB010", "KB008", "KB013"} <= set(codes(kb_dir))
+
+
+def test_cache_never_serves_a_stale_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    kb_dir = make_kb(tmp_path)
+    assert load_kb(str(kb_dir)).entries["alpha-bug"].title == "Title of alpha-bug"
+    assert any((tmp_path / "cache").iterdir())
+    path = tmp_path / "kb" / "entries" / "loss" / "alpha-bug.yaml"
+    stat = path.stat()
+    path.write_text(path.read_text().replace("Title of alpha-bug", "Title of alpha-bux"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size and mtime: only ctime moves
+    assert load_kb(str(kb_dir)).entries["alpha-bug"].title == "Title of alpha-bux"
+
+
+def test_cached_load_equals_fresh_load(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    kb_dir = make_kb(tmp_path)
+    first, second = load_kb(str(kb_dir)), load_kb(str(kb_dir))
+    fresh = load_kb(str(kb_dir), use_cache=False)
+    assert second.entries == fresh.entries == first.entries
+    assert second.quotes == fresh.quotes and second.sources == fresh.sources
+
+
+def test_shipped_kb_is_clean():
+    kb = load_kb(use_cache=False)
+    assert [str(p) for p in kb.problems] == []
+    assert len(kb.entries) >= 5
