@@ -1,0 +1,106 @@
+"""End-to-end latency of `kb search`, as a ratio to Python's own start-up.
+
+Each timing is a fresh process, the way a person or an agent calls the tool.
+`python -c pass` runs interleaved with the searches in the same loop, so load on
+the shared machine affects both alike; the ratio is the number to compare.
+Then the same search over 5,000 generated entries (a synthetic KB made from the
+shipped one), reported as a median in milliseconds.
+
+    python bench/search_latency.py [--runs 25] [--entries 5000] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+QUERIES = ["loss flat", "weights not updating after optimizer step",
+           "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"]
+
+
+def kb_command() -> list:
+    """The installed console script if there is one beside this Python, else `python -m kb_tools`."""
+    script = os.path.join(os.path.dirname(sys.executable), "kb")
+    return [script] if os.path.exists(script) else [sys.executable, "-m", "kb_tools"]
+
+
+def timed(cmd: list, env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def measure(kb_dir: str, runs: int, env: dict) -> dict:
+    """Median seconds of `python -c pass` and of each query's search, interleaved."""
+    baseline, searches = [], []
+    for query in QUERIES:  # warm the KB cache and the OS file cache
+        timed(kb_command() + ["--kb", kb_dir, "search", query, "--json"], env)
+    for i in range(runs):
+        baseline.append(timed([sys.executable, "-c", "pass"], env))
+        searches.append(timed(kb_command() + ["--kb", kb_dir, "search", QUERIES[i % len(QUERIES)], "--json"], env))
+    return {"python_ms": statistics.median(baseline) * 1000, "search_ms": statistics.median(searches) * 1000}
+
+
+def generate_kb(src_kb: str, dest: str, count: int) -> str:
+    """A KB of `count` entries: the shipped ones, then renamed copies with shuffled symptoms."""
+    import random
+
+    import yaml
+
+    from kb_tools.load import load_kb
+
+    rng = random.Random(0)
+    shipped = list(load_kb(src_kb, use_cache=False).entries.values())
+    words = sorted({w for e in shipped for s in e.symptoms for w in s.split()})
+    kb_dir = os.path.join(dest, "kb")
+    for n in range(count):
+        e = shipped[n % len(shipped)]
+        eid = e.id if n < len(shipped) else f"{e.id}-v{n}"
+        data = {k: v for k, v in e.to_dict().items() if k not in ("path", "lines", "snippet_line")}
+        data.update(id=eid, aliases=[], see_also=[], evidence=[],
+                    symptoms=[s + " " + " ".join(rng.sample(words, 3)) for s in e.symptoms])
+        path = os.path.join(kb_dir, "entries", e.area, f"{eid}.yaml")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            yaml.safe_dump(data, fh, sort_keys=False)
+    os.makedirs(os.path.join(dest, "evidence"), exist_ok=True)
+    return kb_dir
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=25, help="fresh processes per series (default 25)")
+    parser.add_argument("--entries", type=int, default=5000, help="size of the generated KB (default 5000)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    from kb_tools.load import find_kb_root, load_kb
+    shipped = find_kb_root()
+    with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
+        env = {**os.environ, "KB_CACHE_DIR": os.path.join(tmp, "cache")}
+        env.pop("KB_PATH", None)
+        small = measure(shipped, args.runs, env)
+        print(f"shipped KB ({len(load_kb(shipped).entries)} entries): python -c pass {small['python_ms']:.1f} ms, "
+              f"kb search {small['search_ms']:.1f} ms, ratio {small['search_ms'] / small['python_ms']:.2f}x "
+              f"(target <= 2.5x)", flush=True)
+        big_dir = generate_kb(shipped, os.path.join(tmp, "big"), args.entries)
+        big = measure(big_dir, args.runs, env)
+        print(f"{args.entries} entries: kb search median {big['search_ms']:.1f} ms (target <= 250 ms); "
+              f"python -c pass {big['python_ms']:.1f} ms in the same run", flush=True)
+        shutil.rmtree(big_dir, ignore_errors=True)
+    if args.json:
+        print(json.dumps({"shipped": small, "generated": big, "entries": args.entries}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

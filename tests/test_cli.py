@@ -1,0 +1,167 @@
+"""The `kb` command line: exit codes, one-line errors, the JSON contract, --kb, pipes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from kbfactory import entry, make_kb, write_entry
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def kb(*args, env=None, cwd=ROOT, stdin=None):
+    full_env = {k: v for k, v in os.environ.items() if k != "KB_PATH"}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "kb_tools", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, input=stdin)
+
+
+@pytest.fixture
+def fixture_kb(tmp_path):
+    return str(make_kb(tmp_path))
+
+
+def test_search_json_contract(fixture_kb):
+    r = kb("--kb", fixture_kb, "search", "loss flat", "--json")
+    assert r.returncode == 0, r.stderr
+    hits = json.loads(r.stdout)  # nothing but the array on stdout
+    assert isinstance(hits, list) and hits
+    for hit in hits:
+        assert {"id", "title", "area", "score"} <= set(hit)
+        assert isinstance(hit["score"], (int, float))
+    assert hits[0]["id"] == "alpha-bug"
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
+
+
+def test_search_limit_area_and_tag_filters(fixture_kb):
+    r = kb("--kb", fixture_kb, "search", "loss", "--json", "--area", "numerics")
+    assert {h["area"] for h in json.loads(r.stdout)} == {"numerics"}
+    r = kb("--kb", fixture_kb, "search", "loss", "--json", "--limit", "1")
+    assert len(json.loads(r.stdout)) == 1
+    r = kb("--kb", fixture_kb, "search", "loss", "--json", "--tag", "no-such-tag")
+    assert r.returncode == 0 and json.loads(r.stdout) == []
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["search", ""], 2, "empty query"),
+    (["search", "   "], 2, "empty query"),
+    (["search", "x" * 20_001], 2, "limit is"),
+    (["search", "loss", "--area", "nowhere"], 2, "invalid choice"),
+    (["search", "loss", "--limit", "0"], 2, "--limit"),
+    (["show", "nope"], 1, "unknown entry 'nope'"),
+    (["snippet", "alpha-bgu"], 1, "did you mean 'alpha-bug'"),
+    (["frobnicate"], 2, "invalid choice"),
+])
+def test_user_mistakes_get_one_line_and_exit_code(fixture_kb, args, code, message):
+    r = kb("--kb", fixture_kb, *args)
+    assert r.returncode == code
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_show_suggests_close_id(fixture_kb):
+    r = kb("--kb", fixture_kb, "show", "alpha-bgu")
+    assert r.returncode == 1
+    assert r.stderr.strip() == "kb: unknown entry 'alpha-bgu' (did you mean 'alpha-bug'?)"
+
+
+def test_show_by_alias_and_json(fixture_kb):
+    r = kb("--kb", fixture_kb, "show", "a1", "--json")
+    assert r.returncode == 0
+    data = json.loads(r.stdout)
+    assert data["id"] == "alpha-bug" and data["symptoms"][0] == "loss is flat from the first step"
+    human = kb("--kb", fixture_kb, "show", "alpha-bug").stdout
+    assert human.index("Symptoms") < human.index("Why it happens") < human.index("Fix")
+
+
+def test_snippet_pipes_into_python(fixture_kb):
+    code = kb("--kb", fixture_kb, "snippet", "alpha-bug").stdout
+    assert code.startswith("import torch")
+    ran = subprocess.run([sys.executable], input=code, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert "grad of 2x is 2.0" in ran.stdout
+
+
+def test_snippet_prints_exactly_what_the_test_runs():
+    from kb_tools.load import load_kb
+    from kb_tools.snippets import script_text
+    entries = list(load_kb(use_cache=False).entries.values())
+    assert entries
+    for e in entries[:3]:
+        assert kb("snippet", e.id).stdout == script_text(e)
+
+
+def test_kb_path_env_and_flag_select_a_second_kb(tmp_path, fixture_kb):
+    other = tmp_path / "other"
+    write_entry(other, entry("private-bug", symptoms=["our private loss flat symptom", "b two", "c three"]))
+    for args, env in ((["--kb", str(other / "kb")], None), ([], {"KB_PATH": str(other / "kb")})):
+        r = kb(*args, "list", "--json", env=env)
+        assert r.returncode == 0, r.stderr
+        assert [e["id"] for e in json.loads(r.stdout)] == ["private-bug"]
+    r = kb("--kb", str(tmp_path / "missing"), "list")
+    assert r.returncode == 1 and "not a KB directory" in r.stderr
+
+
+def test_broken_kb_file_is_one_line_error_naming_the_file(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, {"id": "bad"}, raw="id: [unclosed\n")
+    r = kb("--kb", str(kb_dir), "search", "loss")
+    assert r.returncode == 1
+    assert "kb/entries/loss/bad.yaml:" in r.stderr and "KB001" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = kb("--kb", str(kb_dir), "check")
+    assert r.returncode == 1 and "KB001" in r.stdout
+
+
+def test_check_clean_kb(fixture_kb):
+    r = kb("--kb", fixture_kb, "check")
+    assert r.returncode == 0 and r.stdout.startswith("ok: 2 entries")
+
+
+def test_no_colour_when_piped_or_no_color(fixture_kb):
+    r = kb("--kb", fixture_kb, "search", "loss flat")
+    assert "\x1b[" not in r.stdout and "alpha-bug" in r.stdout
+
+
+def test_search_path_imports_no_heavy_modules(fixture_kb):
+    probe = ("import sys, runpy; sys.argv=['kb','--kb',%r,'search','loss flat']\n"
+             "try:\n runpy.run_module('kb_tools', run_name='__main__')\nexcept SystemExit: pass\n"
+             "bad=[m for m in ('torch','jinja2','mkdocs') if m in sys.modules]\n"
+             "assert not bad, bad\nprint('clean')" % fixture_kb)
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and "clean" in r.stdout, r.stderr
+
+
+def test_help_lists_every_command():
+    r = kb("--help")
+    assert r.returncode == 0
+    for command in ("check", "search", "show", "snippet", "list"):
+        assert command in r.stdout
+
+
+def test_non_editable_install_uses_bundled_kb(tmp_path):
+    """`pip install .` bundles kb/ and evidence/ so the CLI works from any directory."""
+    wheel_dir = tmp_path / "wheel"
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(wheel_dir), ROOT], capture_output=True, text=True)
+    if built.returncode != 0 and "hatchling" in built.stderr:
+        pytest.skip("hatchling is not installed in this environment")
+    assert built.returncode == 0, built.stderr
+    wheel = next(wheel_dir.glob("*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("kb_tools/_data/kb/entries/") for n in names)
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    env.pop("KB_PATH", None)
+    r = subprocess.run([sys.executable, "-m", "kb_tools", "list", "--json"], capture_output=True, text=True,
+                       cwd=str(tmp_path), env=env)
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)) >= 5
