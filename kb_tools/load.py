@@ -14,7 +14,7 @@ import sys
 
 from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, Entry, Problem, Quote, Source
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 
 # Stable problem codes, one sentence each (listed in CONTRIBUTING.md; a test keeps both in step).
 CODES = {
@@ -58,7 +58,7 @@ SOURCE_FIELDS = {
     "title": ("str", True), "author": ("str", True), "url": ("str", True),
     "published": ("str", True), "retrieved": ("str", True),
     "coverage": (("full", "excerpt"), True), "package": ("str", False),
-    "sha256": ("str", False),
+    "version": ("str", False), "sha256": ("str", False), "note": ("str", False),
 }
 
 

@@ -95,7 +95,7 @@ class Source(_Record):
 
     __slots__ = (
         "id", "title", "author", "url", "published", "retrieved", "coverage",
-        "package", "sha256", "path", "body_line",
+        "package", "version", "sha256", "note", "path", "body_line",
     )
     id: str
     title: str
@@ -104,8 +104,10 @@ class Source(_Record):
     published: str
     retrieved: str
     coverage: str
-    package: str | None
+    package: str | None     # an installed package whose docstrings the cache holds
+    version: str | None     # the package version the cache was taken from
     sha256: str | None
+    note: str | None        # how the cache was made (what was left out or restored)
     path: str
     body_line: int
 
