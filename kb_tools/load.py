@@ -36,7 +36,9 @@ CODES = {
     "KB016": "A file under evidence/ has no front matter between `---` lines.",
     "KB017": "An id is not kebab-case (lower-case letters, digits and single hyphens).",
     "KB018": "A diagnostic snippet has no `snippet_note` saying why the bug itself is not reproduced.",
+    "KB019": "`synonyms.yaml` is not a mapping of `groups` to lists of two or more words or phrases.",
 }
+SYNONYMS_FILE = "synonyms.yaml"
 
 ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -120,7 +122,8 @@ def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
     """Load and validate the KB at `kb_root` (see find_kb_root), from cache when unchanged."""
     root = find_kb_root(kb_root)
     ev_dir = evidence_dir(root)
-    paths = _files(os.path.join(root, "entries"), (".yaml", ".yml")) \
+    paths = [p for p in (os.path.join(root, SYNONYMS_FILE),) if os.path.exists(p)] \
+        + _files(os.path.join(root, "entries"), (".yaml", ".yml")) \
         + _files(os.path.join(root, "quotes"), (".yaml", ".yml")) \
         + _files(ev_dir, (".md", ".txt"))
     if not use_cache or os.environ.get("KB_NO_CACHE"):
@@ -132,19 +135,50 @@ def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
         with open(cache, "rb") as fh:
             stored_sig, data = marshal.load(fh)
         if stored_sig == signature:
-            return _from_plain(root, data)
-    except (OSError, EOFError, ValueError, TypeError):
+            kb = _from_plain(root, data)
+            kb.signature = signature
+            return kb
+    except (OSError, EOFError, ValueError, TypeError, KeyError):
         pass
     kb = _parse(root, ev_dir)
+    kb.signature = signature
+    _write_cache(cache, (signature, _to_plain(kb)))
+    return kb
+
+
+def _write_cache(path: str, value) -> None:
+    import marshal
     try:
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
-        tmp = f"{cache}.{os.getpid()}.tmp"
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as fh:
-            marshal.dump((signature, _to_plain(kb)), fh)
-        os.replace(tmp, cache)
+            marshal.dump(value, fh)
+        os.replace(tmp, path)
     except OSError:
         pass  # an unwritable cache only costs speed
-    return kb
+
+
+def cached_derived(kb: KB, name: str, version: int, build):
+    """`build(kb)`, cached beside the KB cache and rebuilt whenever the KB's files change.
+
+    For data derived from the whole KB (the search index) that is too slow to
+    rebuild on every call; `build` must return plain, marshal-able values.
+    """
+    if kb.signature is None:
+        return build(kb)
+    import marshal
+    path = _cache_path(kb.root).replace(".marshal", f".{name}.marshal")
+    key = (version, kb.signature)
+    try:
+        with open(path, "rb") as fh:
+            stored_key, value = marshal.load(fh)
+        if stored_key == key:
+            return value
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    value = build(kb)
+    _write_cache(path, (key, value))
+    return value
 
 
 def _to_plain(kb: KB) -> dict:
@@ -153,6 +187,7 @@ def _to_plain(kb: KB) -> dict:
         "quotes": [q.to_dict() for q in kb.quotes.values()],
         "sources": [s.to_dict() for s in kb.sources.values()],
         "problems": [p.to_dict() for p in kb.problems],
+        "synonyms": kb.synonyms,
     }
 
 
@@ -163,6 +198,7 @@ def _from_plain(root: str, data: dict) -> KB:
         {d["id"]: Quote(**d) for d in data["quotes"]},
         {d["id"]: Source(**d) for d in data["sources"]},
         [Problem(**d) for d in data["problems"]],
+        data["synonyms"],
     )
 
 
@@ -256,7 +292,26 @@ def _parse(root: str, ev_dir: str) -> KB:
     sources = _parse_sources(ev_dir, col, yaml)
     quotes = _parse_quotes(root, sources, col, yaml, loader)
     entries = _parse_entries(root, quotes, col, yaml, loader)
-    return KB(root, entries, quotes, sources, col.problems)
+    synonyms = _parse_synonyms(os.path.join(root, SYNONYMS_FILE), col, yaml, loader)
+    return KB(root, entries, quotes, sources, col.problems, synonyms)
+
+
+def _parse_synonyms(path, col, yaml, loader) -> list:
+    """Groups of interchangeable words and phrases for search (optional file)."""
+    if not os.path.exists(path):
+        return []
+    data = _read_yaml(path, col, yaml, loader)
+    groups = data.get("groups") if isinstance(data, dict) else None
+    if not isinstance(groups, list):
+        col.add(col.rel(path), 1, "KB019", "groups", "expected `groups:` with a list of groups")
+        return []
+    good = []
+    for group, line in zip(groups, data["__items__"].get("groups", [])):
+        if isinstance(group, list) and len(group) >= 2 and all(isinstance(w, str) and w.strip() for w in group):
+            good.append([w.strip() for w in group])
+        else:
+            col.add(col.rel(path), line, "KB019", "groups", "each group is a list of two or more words or phrases")
+    return good
 
 
 def _parse_sources(ev_dir, col, yaml) -> dict:

@@ -126,14 +126,16 @@ class Problem(_Record):
 class KB:
     """A loaded knowledge base: everything in it, plus what was wrong with it."""
 
-    __slots__ = ("root", "entries", "quotes", "sources", "problems", "aliases")
+    __slots__ = ("root", "entries", "quotes", "sources", "problems", "aliases", "synonyms", "signature")
 
-    def __init__(self, root, entries, quotes, sources, problems):
+    def __init__(self, root, entries, quotes, sources, problems, synonyms=()):
         self.root = root
         self.entries = entries      # id -> Entry, in file order
         self.quotes = quotes        # id -> Quote
         self.sources = sources      # id -> Source
         self.problems = problems    # list of Problem
+        self.synonyms = list(synonyms)  # groups of interchangeable search terms
+        self.signature = None       # the files' stat signature when loaded through the cache
         self.aliases = {a.lower(): e.id for e in entries.values() for a in (e.aliases or ())}
 
     def resolve(self, name: str) -> Entry | None:

@@ -1,24 +1,190 @@
-"""Rank entries for a symptom query, from two words to a pasted paragraph.
+"""Rank entries for a symptom query, from two words to a pasted paragraph or traceback.
 
 This module is on the hot path of `kb search`: it imports nothing heavy at
-module level (no torch, jinja2, mkdocs, yaml), and rapidfuzz only when called.
+module level (no torch, jinja2, mkdocs, yaml), and rapidfuzz only when a query
+word is unknown to the index and no one-edit spelling fix exists.
+
+The ranking (`rank`) has three parts:
+1. Terms: words are lower-cased, lightly stemmed, stop words dropped, and
+   phrases from `kb/synonyms.yaml` folded into one concept term, on both the
+   entries and the query, so "plateau" finds an entry that says "flat".
+2. BM25 over a field-weighted bag of terms (symptoms weigh most), with IDF, so
+   a long paragraph is carried by its rare, telling words rather than drowned
+   by "model", "training" and "loss".
+3. A symptom-line bonus: how much of one symptom line the query covers
+   (IDF-weighted). A pasted error message covers its line almost completely.
 """
 from __future__ import annotations
 
+import math
+import re
+
 MAX_QUERY_CHARS = 10_000
+INDEX_VERSION = 4
 
-# How much a match in each field counts: symptoms are what users type.
+# How much a term in each field counts: symptoms are what users type.
 FIELD_WEIGHTS = {
-    "symptoms": 1.0, "title": 0.9, "aliases": 0.9, "tags": 0.7, "cause": 0.6, "fix": 0.5,
+    "symptoms": 3.0, "title": 2.5, "aliases": 3.0, "tags": 1.5,
+    "cause": 1.0, "fix": 0.7, "check": 0.4, "correction": 0.4,
 }
+BM25_K1, BM25_B = 1.2, 0.5
+LINE_BONUS = 6.0           # weight of the best symptom-line coverage (0..1, squared)
+CANDIDATES = 60            # entries re-ranked with the symptom-line bonus
+LOW_CONFIDENCE = 35.0      # score under which a hit is marked as a guess
+NO_MATCH = 15.0            # best score under which nothing is returned
 
+STOP_WORDS = frozenset("""
+a an the of to in on at for from by with and or but if then than so as is are was were be been being
+it its it's this that these those there here i me my we our you your he she they them their
+do does did doing done have has had having can could would should will shall may might must
+when while after before during about into over under again very just also only even still
+what which who whom how why where all any some each other such more most much many few
+get gets got getting seem seems seemed look looks looked like run runs running ran
+""".split())
+
+_WORD = re.compile(r"[a-z0-9]+(?:['._][a-z0-9]+)*|[+-]inf\b|1/n\b|-100\b")
+
+
+def _stem(word: str) -> str:
+    """A light, predictable suffix stripper: both sides of the match use it, so it need not be perfect."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    for suffix, repl, min_len in (("ies", "y", 5), ("ing", "", 6), ("ed", "", 5), ("es", "", 6),
+                                  ("ly", "", 6), ("s", "", 4)):
+        if word.endswith(suffix) and len(word) >= min_len and not word.endswith("ss"):
+            return word[: len(word) - len(suffix)] + repl
+    return word
+
+
+def _words(text: str) -> list:
+    """Lower-cased, stemmed words; `loss.backward` gives the compound and its parts."""
+    text = text.lower().replace("n't", " not").replace("\u2019", "'")
+    out = []
+    for raw in _WORD.findall(text):
+        raw = raw.strip("'")
+        if not raw:
+            continue
+        if any(c in raw for c in "._") and len(raw) > 2:
+            out.append(raw)
+            out.extend(_stem(p) for p in re.split(r"[._']", raw) if p)
+        else:
+            out.append(_stem(raw))
+    return out
+
+
+def build_phrase_table(groups) -> dict:
+    """(stemmed word, ...) -> concept term, for every phrase of every synonym group."""
+    table = {}
+    for group in groups:
+        concept = "~" + "-".join(_words(group[0]))
+        for phrase in group:
+            key = tuple(_words(phrase))
+            if key:
+                table.setdefault(key, concept)
+    return table
+
+
+def terms(text: str, phrases: dict, longest: int) -> list:
+    """The match terms of `text`: concept terms for known phrases, stemmed words otherwise."""
+    words = _words(text)
+    out, i = [], 0
+    while i < len(words):
+        for n in range(min(longest, len(words) - i), 0, -1):
+            concept = phrases.get(tuple(words[i:i + n]))
+            if concept:
+                out.append(concept)
+                i += n
+                break
+        else:
+            if words[i] not in STOP_WORDS:
+                out.append(words[i])
+            i += 1
+    return out
+
+
+# ---------------------------------------------------------------- index
+
+def build_index(kb) -> dict:
+    """Plain data (marshal-able) for ranking: postings, lengths, symptom lines, phrases."""
+    phrases = build_phrase_table(kb.synonyms)
+    longest = max((len(k) for k in phrases), default=1)
+    ids, lengths, lines, postings = [], [], [], {}
+    for idx, e in enumerate(kb.entries.values()):
+        ids.append(e.id)
+        bag = {}
+        fields = {"symptoms": e.symptoms, "title": [e.title], "aliases": e.aliases,
+                  "tags": [" ".join(e.tags)], "cause": [e.cause], "fix": [e.fix],
+                  "check": [e.check], "correction": [e.correction or ""]}
+        for field, texts in fields.items():
+            weight = FIELD_WEIGHTS[field]
+            for text in texts:
+                for term in terms(text or "", phrases, longest):
+                    bag[term] = bag.get(term, 0.0) + weight
+        for alias in e.aliases:  # an alias typed alone ("O12") is an exact name
+            bag["=" + alias.lower()] = FIELD_WEIGHTS["aliases"]
+        lengths.append(sum(bag.values()))
+        lines.append([sorted(set(terms(s, phrases, longest))) for s in e.symptoms])
+        for term, tf in bag.items():
+            postings.setdefault(term, []).append((idx, tf))
+    n = max(len(ids), 1)
+    idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in postings.items()}
+    return {"ids": ids, "lengths": lengths, "lines": lines, "postings": postings, "idf": idf,
+            "phrases": phrases, "longest": longest,
+            "avg_length": (sum(lengths) / len(lengths)) if lengths else 1.0}
+
+
+def load_index(kb) -> dict:
+    from .load import cached_derived
+    return cached_derived(kb, "search-index", INDEX_VERSION, build_index)
+
+
+# ---------------------------------------------------------------- typos
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+
+
+def _one_edit(word: str):
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    for a, b in splits:
+        if b:
+            yield a + b[1:]
+            for c in _LETTERS:
+                yield a + c + b[1:]
+        if len(b) > 1:
+            yield a + b[1] + b[0] + b[2:]
+        for c in _LETTERS:
+            yield a + c + b
+
+
+def correct(term: str, idf: dict) -> str | None:
+    """The index term a misspelt query word most likely meant, or None."""
+    if len(term) < 4 or not term.isalpha():
+        return None
+    found = [w for w in set(_one_edit(term)) if w in idf]
+    if found:
+        return max(found, key=lambda w: (-idf[w], w))  # the commoner spelling wins a tie
+    if len(term) < 7:
+        return None
+    from rapidfuzz import process
+    from rapidfuzz.distance import Levenshtein
+    vocab = [w for w in idf if w.isalpha() and abs(len(w) - len(term)) <= 2]
+    best = process.extractOne(term, vocab, scorer=Levenshtein.distance, score_cutoff=2)
+    return best[0] if best else None
+
+
+# ---------------------------------------------------------------- ranking
 
 class QueryError(ValueError):
     """The query itself is unusable (empty, or too long to be a query)."""
 
 
 class Hit:
-    """One ranked entry: its score (0-100) and the text that matched best."""
+    """One ranked entry, best first; `score` (0-100) says how well it explains the query.
+
+    The order comes from the ranking; the score is a confidence a person can
+    read: half how much of the query the entry explains, half how much of its
+    best symptom line the query holds.
+    """
 
     __slots__ = ("entry", "score", "field", "matched", "low_confidence")
 
@@ -47,6 +213,75 @@ def filter_entries(entries, area: str | None = None, tag: str | None = None) -> 
             and (tag is None or tag.lower() in (t.lower() for t in e.tags))]
 
 
+def query_terms(query: str, index: dict) -> dict:
+    """Query term -> count, with misspelt words replaced by their index spelling."""
+    idf = index["idf"]
+    counts = {}
+    for term in terms(query, index["phrases"], index["longest"]):
+        if term not in idf:
+            term = correct(term, idf) or term
+        counts[term] = counts.get(term, 0) + 1
+    for word in query.lower().split():  # an alias typed as is: "O12", "o12"
+        if "=" + word in idf:
+            counts["=" + word] = 1
+    return counts
+
+
+def rank(kb, query: str, limit: int = 10, allowed: set | None = None, index: dict | None = None) -> list:
+    """Hits for `query`, best first; `allowed` restricts to a set of entry ids."""
+    query = validate_query(query)
+    index = index or load_index(kb)
+    idf, lengths, avg = index["idf"], index["lengths"], index["avg_length"]
+    q = query_terms(query, index)
+    unseen = math.log(1 + (len(lengths) + 0.5) / 0.5)  # the IDF of a word no entry uses
+    query_mass = sum(idf.get(t, unseen) for t in q) or 1.0
+    scores, explained = {}, {}
+    for term, qtf in q.items():
+        weight = idf.get(term)
+        if weight is None:
+            continue
+        qweight = weight * (1 + math.log(qtf))
+        for idx, tf in index["postings"][term]:
+            norm = tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * lengths[idx] / avg))
+            scores[idx] = scores.get(idx, 0.0) + qweight * norm
+            explained[idx] = explained.get(idx, 0.0) + weight
+    ids = index["ids"]
+    if allowed is not None:
+        scores = {i: s for i, s in scores.items() if ids[i] in allowed}
+    top = sorted(scores.items(), key=lambda kv: -kv[1])[:CANDIDATES]
+    reranked = []
+    for idx, base in top:
+        best_cov, best_line = 0.0, 0
+        for n, line in enumerate(index["lines"][idx]):
+            mass = sum(idf.get(t, 0.0) for t in line)
+            if mass:
+                cov = sum(idf.get(t, 0.0) for t in line if t in q) / mass  # share of the line the query holds
+                if cov > best_cov:
+                    best_cov, best_line = cov, n
+        # confidence: how much of the query the entry explains, and of its best line the query holds
+        confidence = 50.0 * (min(explained[idx] / query_mass, 1.0) + best_cov)
+        reranked.append((base + LINE_BONUS * best_cov * best_cov, idx, best_line, confidence))
+    reranked.sort(key=lambda r: (-r[0], ids[r[1]]))
+    hits = []
+    for raw, idx, line, confidence in reranked[:limit]:
+        entry = kb.entries[ids[idx]]
+        hits.append(Hit(entry, confidence, "symptoms", entry.symptoms[line] if entry.symptoms else "",
+                        low_confidence=confidence < LOW_CONFIDENCE))
+    if hits and hits[0].score < NO_MATCH:
+        return []
+    return hits
+
+
+def search(kb, query: str, limit: int = 10, area: str | None = None, tag: str | None = None) -> list:
+    """The ranked hits for `query` among the KB's entries, best first."""
+    allowed = None
+    if area is not None or tag is not None:
+        allowed = {e.id for e in filter_entries(kb.entries.values(), area, tag)}
+    return rank(kb, query, limit=limit, allowed=allowed)
+
+
+# ---------------------------------------------------------------- the first ranking, kept as a baseline
+
 def _field_texts(entry) -> list:
     """(field, text) pairs the fuzzy ranking compares the query with."""
     pairs = [("symptoms", s) for s in entry.symptoms]
@@ -58,11 +293,15 @@ def _field_texts(entry) -> list:
     return pairs
 
 
+FUZZY_WEIGHTS = {"symptoms": 1.0, "title": 0.9, "aliases": 0.9, "tags": 0.7, "cause": 0.6, "fix": 0.5}
+
+
 def rank_fuzzy(entries, query: str, limit: int = 10) -> list:
     """The first ranking: best weighted rapidfuzz WRatio over each entry's fields."""
     from rapidfuzz import fuzz, process, utils
 
     query = validate_query(query)
+    entries = list(entries)
     texts, owners = [], []
     for i, entry in enumerate(entries):
         for field, text in _field_texts(entry):
@@ -73,21 +312,8 @@ def rank_fuzzy(entries, query: str, limit: int = 10) -> list:
     scores = process.cdist([query], texts, scorer=fuzz.WRatio, processor=utils.default_process)[0]
     best = {}
     for (i, field), text, raw in zip(owners, texts, scores):
-        score = float(raw) * FIELD_WEIGHTS[field]
+        score = float(raw) * FUZZY_WEIGHTS[field]
         if i not in best or score > best[i][0]:
             best[i] = (score, field, text)
     ranked = sorted(best.items(), key=lambda kv: -kv[1][0])
-    hits = []
-    for i, (score, field, text) in ranked[:limit]:
-        entry = entries[i]
-        if field != "symptoms":  # show the closest symptom line all the same
-            text = max(entry.symptoms, key=lambda s: fuzz.WRatio(query, s, processor=utils.default_process),
-                       default=text)
-        hits.append(Hit(entry, score, field, text))
-    return [h for h in hits if h.score > 0]
-
-
-def search(kb, query: str, limit: int = 10, area: str | None = None, tag: str | None = None) -> list:
-    """The ranked hits for `query` among the KB's entries, best first."""
-    query = validate_query(query)
-    return rank_fuzzy(filter_entries(kb.entries.values(), area, tag), query, limit)
+    return [Hit(entries[i], score, field, text) for i, (score, field, text) in ranked[:limit] if score > 0]

@@ -67,6 +67,7 @@ def test_problem_format_is_path_line_code_field(tmp_path):
     ("KB016", lambda t: (t / "evidence" / "bare.md").write_text("no front matter here\n")),
     ("KB017", lambda t: write_entry(t, entry("Not_Kebab"))),
     ("KB018", lambda t: write_entry(t, entry("diag-no-note", snippet_kind="diagnostic"))),
+    ("KB019", lambda t: (t / "kb" / "synonyms.yaml").write_text("groups:\n  - [lonely]\n")),
 ])
 def test_each_problem_code(tmp_path, code, build):
     kb_dir = make_kb(tmp_path)
