@@ -128,6 +128,32 @@ def cmd_snippet(args) -> int:
     return EXIT_OK
 
 
+def cmd_eval(args) -> int:
+    """Score the search ranking on labelled queries: hit@1, hit@3, MRR, and each miss."""
+    from .load import KBError
+    from .search import evaluate, load_queries
+    path = args.queries or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                        "tests", "queries.yaml")
+    kb = _load(args)
+    try:
+        queries = load_queries(path)
+    except KBError as exc:
+        raise Failure(str(exc)) from None
+    report = evaluate(kb, queries)
+    if args.json:
+        _print_json(report)
+    else:
+        print(f"{report['queries']} queries: hit@1 {report['hit@1']:.3f}  hit@3 {report['hit@3']:.3f}  "
+              f"MRR {report['mrr']:.3f}")
+        for miss in report["misses"]:
+            where = f"rank {miss['rank']}" if miss["rank"] else "not in top 10"
+            print(f"- [{miss['kind']}] {miss['query'][:90]!r}: {miss['expect'][0]} at {where}; "
+                  f"above it: {', '.join(miss['above']) or '-'}")
+    if report["unknown_ids"]:
+        print(f"warning: labels name entries this KB lacks: {', '.join(report['unknown_ids'])}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_list(args) -> int:
     """Every entry, one line each, by area."""
     kb = _load(args)
@@ -177,6 +203,13 @@ def build_parser():
     p = sub.add_parser("snippet", help="only the entry's runnable code (pipe it to python)")
     p.add_argument("id", help="entry id or alias")
     p.set_defaults(func=cmd_snippet)
+
+    p = sub.add_parser("eval", help="score the search ranking on labelled queries", description=(
+        "hit@1, hit@3 and MRR of `kb search` on a YAML file of labelled queries, then each miss "
+        "with what ranked above the right answer."))
+    p.add_argument("queries", nargs="?", help="queries file (default: tests/queries.yaml of this checkout)")
+    p.add_argument("--json", action="store_true", help="metrics and misses as JSON")
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("list", help="every entry, one line each")
     p.add_argument("--area", choices=AREAS, help="only this area")

@@ -317,3 +317,52 @@ def rank_fuzzy(entries, query: str, limit: int = 10) -> list:
             best[i] = (score, field, text)
     ranked = sorted(best.items(), key=lambda kv: -kv[1][0])
     return [Hit(entries[i], score, field, text) for i, (score, field, text) in ranked[:limit] if score > 0]
+
+
+# ---------------------------------------------------------------- evaluation
+
+def load_queries(path: str) -> list:
+    """Labelled queries: a list of {query, expect: [ids, best first], kind}."""
+    import yaml
+    from .load import KBError
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise KBError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise KBError(f"{path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    queries = data.get("queries") if isinstance(data, dict) else None
+    if not isinstance(queries, list):
+        raise KBError(f"{path}: expected `queries:` with a list of {{query, expect}} items")
+    for n, q in enumerate(queries, 1):
+        if not (isinstance(q, dict) and isinstance(q.get("query"), str) and isinstance(q.get("expect"), list)
+                and q["expect"]):
+            raise KBError(f"{path}: query #{n}: needs `query` (text) and `expect` (a list of entry ids)")
+    return queries
+
+
+def evaluate(kb, queries: list, ranker=None, depth: int = 10) -> dict:
+    """hit@1, hit@3 and MRR of `ranker(kb, query, limit)` (default: `rank`), with every miss.
+
+    A query is answered at the first rank that holds any of its acceptable ids.
+    """
+    ranker = ranker or (lambda kb, query, limit: [h.entry.id for h in rank(kb, query, limit)])
+    unknown = sorted({i for q in queries for i in q["expect"] if i not in kb.entries})
+    rows, misses = [], []
+    for q in queries:
+        ranked = ranker(kb, q["query"], depth)
+        found = next((n for n, eid in enumerate(ranked, 1) if eid in q["expect"]), None)
+        rows.append(found)
+        if found != 1:
+            misses.append({"query": q["query"], "kind": q.get("kind", ""), "expect": q["expect"],
+                           "rank": found, "above": ranked[: (found or depth + 1) - 1][:5]})
+    total = len(rows) or 1
+    return {
+        "queries": len(rows),
+        "hit@1": sum(1 for r in rows if r == 1) / total,
+        "hit@3": sum(1 for r in rows if r and r <= 3) / total,
+        "mrr": sum(1 / r for r in rows if r) / total,
+        "misses": misses,
+        "unknown_ids": unknown,
+    }
