@@ -1,10 +1,12 @@
 """Search quality floor: an entry is found by the very words it lists as symptoms."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from kb_tools.load import load_kb
-from kb_tools.search import search
+from kb_tools.search import evaluate, load_queries, rank_fuzzy, search
 
 KB = load_kb(use_cache=False)
 
@@ -17,3 +19,38 @@ def test_each_symptom_ranks_its_entry_in_top_3(entry_id):
         if entry_id not in ranked:
             misses.append(f"{symptom!r} -> {ranked}")
     assert not misses, "\n".join(misses)
+
+
+QUERIES = os.path.join(os.path.dirname(__file__), "queries.yaml")
+
+
+def test_labelled_queries_meet_the_quality_bar():
+    report = evaluate(KB, load_queries(QUERIES))
+    assert report["unknown_ids"] == []
+    misses = "\n".join(f"{m['query'][:70]!r} -> {m['above']} (rank {m['rank']})" for m in report["misses"])
+    assert report["hit@3"] >= 0.90, misses
+    assert report["mrr"] >= 0.80, misses
+
+
+def test_ranking_beats_the_first_fuzzy_ranking():
+    queries = load_queries(QUERIES)
+    ours = evaluate(KB, queries)
+    fuzzy = evaluate(KB, queries, lambda kb, q, k: [h.entry.id for h in rank_fuzzy(kb.entries.values(), q, k)])
+    assert ours["mrr"] > fuzzy["mrr"] and ours["hit@3"] > fuzzy["hit@3"]
+
+
+@pytest.mark.parametrize("query", ["qwertyuiop asdfghjkl", "the of and", "zebra giraffe elephant"])
+def test_nonsense_returns_nothing(query):
+    assert search(KB, query) == []
+
+
+def test_typo_is_corrected_to_an_index_word():
+    from kb_tools.search import correct, load_index
+    idf = load_index(KB)["idf"]
+    assert correct("graident", idf) == "gradient"
+    assert correct("gradient", idf) in (None, "gradient")
+
+
+def test_area_and_tag_filters_restrict_results():
+    hits = search(KB, "loss is nan", area="numerics")
+    assert hits and {h.entry.area for h in hits} == {"numerics"}
