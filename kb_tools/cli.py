@@ -167,6 +167,63 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+def cmd_verify(args) -> int:
+    """Check every quote against its cached source or installed package; exit 1 on any defect."""
+    from .verify import fix_lines, verify_kb
+    kb = _load(args, require_clean=False)
+    # a quote file or source that does not parse would silently drop its quotes: fail on it here
+    broken = [p for p in kb.problems if "/entries/" not in "/" + p.path.replace(os.sep, "/")]
+    report = verify_kb(kb)
+    fixed = []
+    if args.fix_lines and any(d.kind == "wrong-lines" for d in report.defects):
+        fixed = fix_lines(kb, report)
+        kb = _load(args, require_clean=False)
+        report = verify_kb(kb)
+    ok = report.ok(args.strict) and not broken
+    if args.json:
+        out = report.to_dict(args.strict)
+        out["ok"] = ok
+        out["problems"] = [str(p) for p in broken]
+        out["fixed_files"] = fixed
+        _print_json(out)
+        return EXIT_OK if ok else EXIT_FAIL
+    for rel in fixed:
+        print(f"fixed lines in {rel}")
+    for p in broken:
+        print(p)
+    for d in report.defects + report.unchecked:
+        print(str(d).replace(f": {d.kind}: ", f": {_style(d.kind, '1;31' if d.kind != 'unchecked' else '33')}: ", 1))
+    versions = ", ".join(f"{name} {v or 'not installed'}" for name, v in sorted(report.packages.items()))
+    print(f"{report.quotes} quotes: {report.passed} verbatim, {len(report.defects)} failed, "
+          f"{len(report.unchecked)} unchecked" + (" (--strict: fails)" if args.strict and report.unchecked else "")
+          + (f"; package quotes checked against {versions}" if versions else "")
+          + f" [{report.seconds * 1000:.0f} ms]")
+    return EXIT_OK if ok else EXIT_FAIL
+
+
+def cmd_evidence_add(args) -> int:
+    """Cache a web page or local file as a source under evidence/, with provenance."""
+    from .evidence import EvidenceError, EvidenceUsage, add_evidence
+    from .load import KBError, evidence_dir, find_kb_root
+    try:
+        root = find_kb_root(args.kb)
+    except KBError as exc:
+        raise Failure(str(exc)) from None
+    try:
+        result = add_evidence(args.target, args.id, evidence_dir(root), title=args.title, author=args.author,
+                              published=args.published, url=args.url, coverage=args.coverage,
+                              force=args.force, timeout=args.timeout, max_bytes=args.max_bytes)
+    except EvidenceUsage as exc:
+        raise UsageError(str(exc)) from None
+    except EvidenceError as exc:
+        raise Failure(str(exc)) from None
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"wrote {result['path']} ({result['lines']} lines, {result['content_type']}, sha256 {result['sha256'][:12]})")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- parser
 
 def build_parser():
@@ -215,6 +272,38 @@ def build_parser():
     p.add_argument("--area", choices=AREAS, help="only this area")
     p.add_argument("--json", action="store_true", help="a JSON array of id, title, area")
     p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("verify", help="check every quote against its source; exit 1 on any defect", description=(
+        "Check that every quote is verbatim in its cached source, on exactly the cited lines, or in the "
+        "docstring of the installed package's object. Formatting (line breaks, spaces, emphasis, curly "
+        "quotes, ... vs the ellipsis character) does not count; [...] marks an elision."))
+    p.add_argument("--kb", metavar="DIR", default=argparse.SUPPRESS, help="KB directory (as kb --kb)")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.add_argument("--strict", action="store_true", help="also fail on quotes that cannot be checked here "
+                                                         "(their package is not installed)")
+    p.add_argument("--fix-lines", action="store_true", help="rewrite wrong `lines:` values in place, "
+                                                            "changing nothing else, then report")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("evidence", help="manage cached sources under evidence/")
+    ev = p.add_subparsers(dest="evidence_command", metavar="ACTION", parser_class=type(parser))
+    ev.required = True
+    p = ev.add_parser("add", help="cache a URL or file as evidence/<ID>.md with provenance", description=(
+        "Fetch an http(s) URL (or read a local file), turn HTML into readable text, and write "
+        "evidence/ID.md with front matter: title, author, url, published, retrieved, coverage, sha256."))
+    p.add_argument("target", metavar="URL|FILE", help="http(s) URL or path of a local file")
+    p.add_argument("--id", required=True, help="source id (kebab-case); the file is evidence/ID.md")
+    p.add_argument("--title", help="title (default: the page's <title>, else the id)")
+    p.add_argument("--author", help="author (default: the page's author meta tag, else 'unknown')")
+    p.add_argument("--published", help="publication date, YYYY-MM-DD (default: 'unknown')")
+    p.add_argument("--url", help="canonical URL to record (default: the URL fetched, or the page's canonical link)")
+    p.add_argument("--coverage", choices=("full", "excerpt"), default="full", help="default: full")
+    p.add_argument("--force", action="store_true", help="overwrite an existing source")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds for the whole download (default 20)")
+    p.add_argument("--max-bytes", type=int, default=5_000_000, help="size cap of the download (default 5 MB)")
+    p.add_argument("--kb", metavar="DIR", default=argparse.SUPPRESS, help="KB directory (as kb --kb)")
+    p.add_argument("--json", action="store_true", help="what was written, as JSON")
+    p.set_defaults(func=cmd_evidence_add)
 
     return parser
 

@@ -1,0 +1,723 @@
+"""Check every quote against its source: the words, their order, and where they are.
+
+A quote is a claim about coordinates: these words, in this order, on exactly these
+lines of the cached source (or in the docstring of this object of the installed
+package). `verify_kb` checks each claim and reports at most one defect per quote,
+the most basic one first, each with a word-level diff against the nearest passage
+and that passage's line range.
+
+Comparison is on words: case-folded, with punctuation, quote marks, markdown
+emphasis, code ticks and Sphinx roles dropped, so reflowed lines, repeated spaces,
+curly quotes and `...` vs `…` never count. `[...]`, `...` and `…` in a quote are
+elisions: the parts between them must each be verbatim, in order. The check runs
+without torch when the package texts are cached (see `PackageTexts`).
+"""
+from __future__ import annotations
+
+import os
+import re
+
+MIN_WORDS = 6  # fewer words than this is too short to mean anything, unless `short: true`
+
+# Defect kinds, most basic first: a quote gets only the first that applies.
+KINDS = {
+    "unknown-source": "the source id has no cached file under evidence/ (or the object is not in the package)",
+    "unchecked": "the source is an installed package that is not installed here",
+    "not-found": "no passage of the source is close to the quote",
+    "words-changed": "a passage matches except for swapped, added or dropped words",
+    "out-of-order": "the elided parts are all in the source, but in another order",
+    "truncated": "the quote stops mid-sentence without an elision mark",
+    "too-short": "too few words to be checked meaningfully; mark it `short: true` if intended",
+    "wrong-lines": "the words are in the source, but not on the cited lines",
+}
+FAIL_KINDS = tuple(k for k in KINDS if k != "unchecked")
+
+SEGMENT_DOC = "docstring"
+SEGMENT_MSG = "message"
+
+
+# ---------------------------------------------------------------- normalising text
+
+_QUOTE_CHARS = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
+                              "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"'})
+# :role:`~a.b.C` shows as C, :role:`text <target>` as text, :role:`x` as x (how Sphinx renders them)
+_ROLE = re.compile(r":(?:[A-Za-z][\w.+-]*:)+`([^`]*)`")
+_LINK_MD = re.compile(r"\[([^\]\n]*)\]\([^)\s]*\)")
+_LINK_RST = re.compile(r"`([^`<\n]+?)\s*<[^>`]*>`__?")
+_TOKEN = re.compile(r"\w+(?:['./\-]\w+)*")
+_ELISION = re.compile(r"\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026")
+_ENDS_ELIDED = re.compile(r"(?:\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026)[\s\"'\u201d\u2019*_)\]]*$")
+_END_PUNCT = re.compile(r"[.!?;:\u2026]|\n[ \t>]*\n")
+
+
+def _keep(match, group=1):
+    """Replace a markup span by its shown text, padded so offsets and line breaks stay put."""
+    span, shown = match.group(0), match.group(group)
+    if shown.startswith("~"):
+        shown = shown[1:].rsplit(".", 1)[-1]
+    elif "<" in shown and shown.rstrip().endswith(">"):
+        shown = shown[:shown.rindex("<")].rstrip()
+    newlines = span.count("\n")
+    return shown + " " * (len(span) - len(shown) - newlines) + "\n" * newlines
+
+
+def normalise(text: str) -> str:
+    """The text as a reader sees it: unicode compatibility forms, straight quotes, markup
+    roles and links reduced to their shown words. Keeps every line break where it was."""
+    import unicodedata
+    text = "\n".join(unicodedata.normalize("NFKC", line).translate(_QUOTE_CHARS) for line in text.split("\n"))
+    if "`" in text:
+        text = _ROLE.sub(_keep, text)
+        text = _LINK_RST.sub(_keep, text)
+    if "](" in text:
+        text = _LINK_MD.sub(_keep, text)
+    return text
+
+
+def tokens_of(text: str, first_line: int = 1) -> list:
+    """Words of `text` as (word, surface, line, ends_sentence): case-folded words, markup
+    (emphasis, code ticks, quote marks, punctuation) dropped. ends_sentence says whether
+    the source stops there: sentence punctuation or a blank line before the next word."""
+    from bisect import bisect_left, bisect_right
+    text = normalise(text)
+    breaks = [m.start() for m in re.finditer("\n", text)]
+    marks = [m.start() for m in _END_PUNCT.finditer(text)]
+    spans = [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
+    out = []
+    n_marks, last = len(marks), len(spans) - 1
+    for n, (start, end, surface) in enumerate(spans):
+        if surface[0] == "_" or surface[-1] == "_":
+            surface = surface.strip("_")
+            if not surface:
+                continue
+        if n < last:
+            j = bisect_left(marks, end)
+            ends = j < n_marks and marks[j] < spans[n + 1][0]
+        else:
+            ends = True
+        out.append((surface.casefold(), surface, first_line + bisect_right(breaks, start), ends))
+    return out
+
+
+def quote_parts(text: str) -> list:
+    """The quote's elided parts, each a list of tokens (empty parts dropped)."""
+    return [p for p in (tokens_of(chunk) for chunk in _ELISION.split(text or "")) if p]
+
+
+class Passage:
+    """One stretch of source text, indexed for exact and nearest-passage search."""
+
+    __slots__ = ("label", "words", "surface", "lines", "ends", "joined", "offsets", "_index")
+
+    def __init__(self, text: str, first_line: int = 1, label: str = ""):
+        toks = tokens_of(text, first_line)
+        self.label = label
+        self.words = [t[0] for t in toks]
+        self.surface = [t[1] for t in toks]
+        self.lines = [t[2] for t in toks]
+        self.ends = [t[3] for t in toks]
+        # " w0 w1 w2 ": str.find on whole words, offsets map a hit back to a token index
+        self.offsets, pos = [], 1
+        for w in self.words:
+            self.offsets.append(pos)
+            pos += len(w) + 1
+        self.joined = " " + " ".join(self.words) + " "
+        self._index = None
+
+    def find_all(self, words: list) -> list:
+        """Token indexes where `words` occur contiguously."""
+        import bisect
+        needle = " " + " ".join(words) + " "
+        hits, at = [], self.joined.find(needle)
+        while at != -1:
+            hits.append(bisect.bisect_left(self.offsets, at + 1))
+            at = self.joined.find(needle, at + 1)
+        return hits
+
+    def index(self) -> dict:
+        if self._index is None:
+            idx = {}
+            for i, w in enumerate(self.words):
+                idx.setdefault(w, []).append(i)
+            self._index = idx
+        return self._index
+
+    def nearest(self, words: list):
+        """(score, start, end) of the stretch most like `words`: matched words / len(words)."""
+        import difflib
+        from collections import Counter
+        idx, votes = self.index(), Counter()
+        for i, w in enumerate(words):
+            hits = idx.get(w, ())
+            if len(hits) <= 64:  # very common words say little about where the quote is
+                for j in hits:
+                    votes[j - i] += 1
+        best = (0.0, 0, 0)
+        slack = len(words) // 3 + 2
+        for offset, _ in votes.most_common(4):
+            lo, hi = max(0, offset - slack), min(len(self.words), offset + len(words) + slack)
+            sm = difflib.SequenceMatcher(None, words, self.words[lo:hi], autojunk=False)
+            blocks = [b for b in sm.get_matching_blocks() if b.size]
+            if not blocks:
+                continue
+            score = sum(b.size for b in blocks) / len(words)
+            if score > best[0]:
+                best = (score, lo + blocks[0].b, lo + blocks[-1].b + blocks[-1].size)
+        return best
+
+
+# ---------------------------------------------------------------- package sources
+
+def resolve_object(dotted: str):
+    """Import the longest module prefix of `dotted`, then walk attributes (LookupError if absent)."""
+    import importlib
+    parts = dotted.split(".")
+    obj, i = None, 0
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+            break
+        except ImportError:
+            continue
+    else:
+        raise LookupError(f"no module named '{parts[0]}'")
+    for n, name in enumerate(parts[i:], i):
+        try:
+            obj = getattr(obj, name)
+        except AttributeError:
+            raise LookupError(f"'{'.'.join(parts[:n])}' has no attribute '{name}'") from None
+    return obj
+
+
+def object_segments(dotted: str) -> list:
+    """The quotable text of an installed object: its docstring, then (for a function) the
+    messages in its own source, i.e. string literals of four words or more, such as the
+    warnings it issues. Each is returned as (kind, text) and matched on its own."""
+    import inspect
+    obj = resolve_object(dotted)
+    segments = []
+    doc = inspect.getdoc(obj)
+    if doc:
+        segments.append((SEGMENT_DOC, doc))
+    func = getattr(obj, "__func__", obj)
+    if inspect.isfunction(func):
+        import ast
+        import textwrap
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+        except (OSError, TypeError, SyntaxError):
+            tree = None
+        if tree is not None:
+            body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
+            skip = body[0].value if body and isinstance(body[0], ast.Expr) else None
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node is not skip
+                        and len(node.value.split()) >= 4):
+                    segments.append((SEGMENT_MSG, node.value))
+    return segments
+
+
+def _find_distribution(package: str):
+    """(version, stamp) of an installed distribution, or None; without importing the package.
+
+    Looks for <package>-<version>.dist-info beside the package's own directory first
+    (a directory listing, far cheaper than importing importlib.metadata), then falls
+    back to importlib.metadata for unusual installs.
+    """
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return None
+    where = spec.submodule_search_locations[0] if spec.submodule_search_locations else (spec.origin or "")
+    site = os.path.dirname(where)
+    prefix = package.replace("-", "_").lower() + "-"
+    try:
+        names = [n for n in os.listdir(site) if n.lower().startswith(prefix) and n.endswith(".dist-info")]
+    except OSError:
+        names = []
+    for name in names:
+        meta = os.path.join(site, name, "METADATA")
+        try:
+            with open(meta, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("Version:"):
+                        version = line.split(":", 1)[1].strip()
+                        return version, f"{version}|{meta}|{os.stat(meta).st_mtime_ns}"
+                    if not line.strip():
+                        break
+        except OSError:
+            continue
+    from importlib import metadata
+    try:
+        dist = metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        return None
+    return dist.version, f"{dist.version}|{getattr(dist, '_path', '')}"
+
+
+class NotInstalled(Exception):
+    """The package a source documents is not installed: its quotes are unchecked."""
+
+
+class PackageTexts:
+    """Object texts of installed packages, cached on disk per (package, version, install).
+
+    Importing torch takes seconds; the texts it yields only change when the installed
+    distribution does. The cache key is the version plus the path and mtime of the
+    distribution's metadata, so an upgrade or reinstall re-reads the real docstrings.
+    """
+
+    def __init__(self, cache_dir: str | None):
+        self.cache_dir = cache_dir
+        self._dists = {}
+        self._texts = {}
+        self._dirty = set()
+
+    def version(self, package: str) -> str:
+        """The installed version (NotInstalled if absent)."""
+        return self._dist(package)[0]
+
+    def _dist(self, package):
+        if package not in self._dists:
+            self._dists[package] = _find_distribution(package)
+        if self._dists[package] is None:
+            raise NotInstalled(package)
+        return self._dists[package]
+
+    def _cache_file(self, package):
+        import hashlib
+        key = hashlib.sha1(self._dist(package)[1].encode()).hexdigest()[:16]
+        return os.path.join(self.cache_dir, f"verify-{package}-{key}.json")
+
+    def segments(self, package: str, dotted: str) -> list:
+        """[(kind, text)] for `dotted` in the installed `package`; LookupError if it is absent."""
+        self._dist(package)
+        if package not in self._texts:
+            self._texts[package] = {}
+            if self.cache_dir:
+                import json
+                try:
+                    with open(self._cache_file(package), encoding="utf-8") as fh:
+                        self._texts[package] = json.load(fh)
+                except (OSError, ValueError):
+                    pass
+        texts = self._texts[package]
+        if dotted not in texts:
+            if not (dotted == package or dotted.startswith(package + ".")):
+                texts[dotted] = {"error": f"'{dotted}' is not in package '{package}'"}
+            else:
+                try:
+                    texts[dotted] = {"segments": object_segments(dotted)}
+                except LookupError as exc:
+                    texts[dotted] = {"error": str(exc)}
+                except Exception as exc:  # an import that fails for its own reasons
+                    texts[dotted] = {"error": f"importing it failed: {type(exc).__name__}: {exc}"}
+            self._dirty.add(package)
+        found = texts[dotted]
+        if "error" in found:
+            raise LookupError(found["error"])
+        return [tuple(s) for s in found["segments"]]
+
+    def save(self) -> None:
+        if not self.cache_dir:
+            return
+        import json
+        for package in self._dirty:
+            path = self._cache_file(package)
+            try:
+                os.makedirs(self.cache_dir, exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    json.dump(self._texts[package], fh)
+                os.replace(tmp, path)
+            except OSError:
+                pass  # an unwritable cache only costs speed
+        self._dirty.clear()
+
+
+# ---------------------------------------------------------------- results
+
+class Defect:
+    """One thing wrong with one quote; `found` holds the real line range for --fix-lines."""
+
+    __slots__ = ("path", "line", "quote", "kind", "message", "diff", "where", "lines", "found")
+
+    def __init__(self, path, line, quote, kind, message, diff="", where="", lines=None, found=None):
+        self.path, self.line, self.quote, self.kind = path, line, quote, kind
+        self.message, self.diff, self.where, self.lines, self.found = message, diff, where, lines, found
+
+    def to_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __str__(self):
+        head = f"{self.path}:{self.line}: {self.quote}: {self.kind}: {self.message}"
+        if self.where:
+            head += f"\n    nearest passage: {self.where}"
+        if self.diff:
+            head += f"\n    diff: {self.diff}"
+        return head
+
+
+class Report:
+    """The outcome of verifying a KB: defects, unchecked quotes and what was checked against."""
+
+    __slots__ = ("quotes", "defects", "unchecked", "packages", "seconds")
+
+    def __init__(self):
+        self.quotes = 0
+        self.defects = []      # Defect, kind in FAIL_KINDS
+        self.unchecked = []    # Defect, kind "unchecked"
+        self.packages = {}     # package -> installed version, or None when absent
+        self.seconds = 0.0
+
+    @property
+    def passed(self) -> int:
+        return self.quotes - len(self.defects) - len(self.unchecked)
+
+    def ok(self, strict: bool = False) -> bool:
+        return not self.defects and not (strict and self.unchecked)
+
+    def to_dict(self, strict: bool = False) -> dict:
+        return {"ok": self.ok(strict), "strict": strict, "quotes": self.quotes, "passed": self.passed,
+                "failed": len(self.defects), "unchecked": len(self.unchecked), "packages": self.packages,
+                "seconds": round(self.seconds, 4),
+                "defects": [d.to_dict() for d in self.defects],
+                "unchecked_quotes": [d.to_dict() for d in self.unchecked]}
+
+
+# ---------------------------------------------------------------- checking
+
+class Context:
+    """What checking needs across quotes: the KB, parsed sources, package texts."""
+
+    def __init__(self, kb, packages: PackageTexts | None = None):
+        self.kb = kb
+        self.base = os.path.dirname(kb.root)
+        self.packages = packages if packages is not None else PackageTexts(_cache_dir(kb.root))
+        self._cached = {}
+        self._objects = {}
+
+    def cached(self, source) -> list:
+        """The body of a cached source as one Passage (OSError if the file is gone)."""
+        if source.id not in self._cached:
+            path = os.path.join(self.base, source.path)
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                lines = fh.read().split("\n")
+            first = source.body_line or 1
+            self._cached[source.id] = [Passage("\n".join(lines[first - 1:]), first, source.path)]
+        return self._cached[source.id]
+
+    def installed(self, package: str, dotted: str) -> list:
+        key = (package, dotted)
+        if key not in self._objects:
+            segs = self.packages.segments(package, dotted)
+            version = self.packages.version(package)
+            self._objects[key] = [
+                Passage(text, 1, f"{dotted} {'docstring' if kind == SEGMENT_DOC else 'source message'}"
+                                 f" ({package} {version})")
+                for kind, text in segs]
+        return self._objects[key]
+
+
+def _cache_dir(kb_root: str) -> str | None:
+    if os.environ.get("KB_NO_CACHE"):
+        return None
+    from .load import _cache_path
+    return os.path.dirname(_cache_path(kb_root))
+
+
+def _span_text(p: Passage, start: int, end: int, limit: int = 24) -> str:
+    words = p.surface[start:end]
+    if len(words) > limit:
+        words = words[: limit // 2] + ["..."] + words[-limit // 2:]
+    return " ".join(words)
+
+
+def _where(p: Passage, start: int, end: int) -> str:
+    first, last = p.lines[start], p.lines[max(start, end - 1)]
+    return f"{p.label}:L{first}-{last}" if first != last else f"{p.label}:L{first}"
+
+
+def _word_diff(quote_words: list, p: Passage, start: int, end: int):
+    """A git-style word diff ([-source-]{+quote+}) and a short summary of the changes."""
+    import difflib
+    sm = difflib.SequenceMatcher(None, quote_words, p.words[start:end], autojunk=False)
+    shown, changes = [], []
+    for op, a0, a1, b0, b1 in sm.get_opcodes():
+        src = p.surface[start + b0:start + b1]
+        said = quote_words[a0:a1]
+        if op == "equal":
+            shown += src if len(src) <= 8 else src[:3] + ["..."] + src[-3:]
+            continue
+        if op == "replace":
+            changes.append(f"swapped '{' '.join(src)}' -> '{' '.join(said)}'")
+        elif op == "delete":
+            changes.append(f"added '{' '.join(said)}'")
+        else:
+            changes.append(f"dropped '{' '.join(src)}'")
+        if src:
+            shown.append("[-" + " ".join(src) + "-]")
+        if said:
+            shown.append("{+" + " ".join(said) + "+}")
+    return " ".join(shown), changes
+
+
+def _chain(occurrences: list, sizes: list, lo_line=None, hi_line=None, lines=None):
+    """Earliest in-order placement of the parts, optionally all inside [lo_line, hi_line]."""
+    placed, pos = [], 0
+    for occ, size in zip(occurrences, sizes):
+        for start in occ:
+            if start < pos:
+                continue
+            if lo_line is not None and not (lo_line <= lines[start] and lines[start + size - 1] <= hi_line):
+                continue
+            placed.append(start)
+            pos = start + size
+            break
+        else:
+            return None
+    return placed
+
+
+def _locate(parts: list, passages: list, cited):
+    """Where the parts are: ('ok', p, starts) | ('order', p, occurrences) | ('fuzzy', ...)."""
+    sizes = [len(part) for part in parts]
+    words = [[t[0] for t in part] for part in parts]
+    fallback = None
+    for p in passages:
+        occ = [p.find_all(w) for w in words]
+        if not all(occ):
+            continue
+        if cited is not None:
+            inside = _chain(occ, sizes, cited[0], cited[1], p.lines)
+            if inside:
+                return "ok", p, inside
+        anywhere = _chain(occ, sizes)
+        if anywhere:
+            if cited is not None:
+                # the placement nearest the cited lines, for the message and for --fix-lines
+                best = None
+                for first in occ[0][:50]:
+                    trial = _chain([[first]] + occ[1:], sizes)
+                    if trial:
+                        dist = abs(p.lines[trial[0]] - cited[0])
+                        if best is None or dist < best[0]:
+                            best = (dist, trial)
+                anywhere = best[1] if best else anywhere
+            return "ok", p, anywhere
+        fallback = fallback or ("order", p, occ)
+    if fallback:
+        return fallback
+    # some part is not verbatim anywhere: find the nearest passage for the first such part
+    best = None
+    for k, w in enumerate(words):
+        if any(p.find_all(w) for p in passages):
+            continue
+        for p in passages:
+            score, start, end = p.nearest(w)
+            if best is None or score > best[0]:
+                best = (score, p, start, end, k)
+        break
+    return ("fuzzy",) + best if best else ("fuzzy", 0.0, None, 0, 0, 0)
+
+
+def check_quote(quote, ctx: Context):
+    """The defect of one quote (kind in KINDS), or None when it is verbatim on its cited lines."""
+    kb = ctx.kb
+
+    def defect(kind, message, **kw):
+        return Defect(quote.path, quote.line, quote.id, kind, message, **kw)
+
+    source = kb.sources.get(quote.source) if isinstance(quote.source, str) else None
+    if source is None:
+        from .load import _suggest
+        hint = _suggest(str(quote.source), kb.sources)
+        return defect("unknown-source", f"no cached source '{quote.source}' (evidence/{quote.source}.md "
+                                        f"does not exist){hint}")
+    cited = None
+    if quote.object:
+        if not source.package:
+            return defect("unknown-source", f"cites object '{quote.object}', but source '{source.id}' is "
+                                            f"a cached file, not an installed package: cite `lines` instead")
+        try:
+            passages = ctx.installed(source.package, quote.object)
+        except NotInstalled:
+            return defect("unchecked", f"package '{source.package}' is not installed, so '{quote.object}' "
+                                       f"cannot be checked (the cache {source.path} is from "
+                                       f"{source.package} {source.version or '?'})")
+        except LookupError as exc:
+            version = ctx.packages.version(source.package)
+            return defect("unknown-source", f"{source.package} {version}: {exc}")
+        if not passages:
+            return defect("not-found", f"'{quote.object}' has no docstring in {source.package} "
+                                       f"{ctx.packages.version(source.package)}")
+    else:
+        try:
+            passages = ctx.cached(source)
+        except OSError as exc:
+            return defect("unknown-source", f"cannot read the cache file {source.path}: {exc.strerror}")
+        if isinstance(quote.lines, list) and len(quote.lines) == 2:
+            cited = tuple(quote.lines)
+
+    parts = quote_parts(quote.text)
+    if not parts:
+        return defect("not-found", "the quote has no words")
+    located = _locate(parts, passages, cited)
+    if quote.object and located[0] != "ok":
+        # the object is the citation's coordinate: is the text verbatim in another object the cache lists?
+        for other in _cached_objects(ctx, source):
+            if other == quote.object:
+                continue
+            try:
+                elsewhere = _locate(parts, ctx.installed(source.package, other), None)
+            except (LookupError, NotInstalled):
+                continue
+            if elsewhere[0] == "ok":
+                p, starts = elsewhere[1], elsewhere[2]
+                end = starts[-1] + len(parts[-1])
+                return defect("wrong-lines", f"cites object {quote.object}, but the text is in {other}",
+                              where=_where(p, starts[0], end), found=None)
+
+    if located[0] == "fuzzy":
+        _, score, p, start, end, k = located
+        part_words = [t[0] for t in parts[k]]
+        label = f"part {k + 1} of {len(parts)}: " if len(parts) > 1 else ""
+        if p is not None and score >= 0.5 and sum(1 for _ in part_words) >= 2 and end > start:
+            shown, changes = _word_diff(part_words, p, start, end)
+            return defect("words-changed", label + "; ".join(changes or ["words differ"]),
+                          diff=shown, where=_where(p, start, end),
+                          lines=[p.lines[start], p.lines[end - 1]])
+        near = ""
+        if p is not None and end > start:
+            near = f" (closest, {score:.0%} of its words: \"{_span_text(p, start, end)}\")"
+        where = _where(p, start, end) if p is not None and end > start else ""
+        return defect("not-found", f"{label}\"{_span_text_tokens(parts[k])}\" is not in {source.path}" + near,
+                      where=where)
+
+    if located[0] == "order":
+        _, p, occ = located
+        at = ", ".join(f"part {n + 1} at L{p.lines[o[0]]}" for n, o in enumerate(occ))
+        first = min(o[0] for o in occ)
+        last = max(o[0] + len(part) for o, part in zip(occ, parts))
+        return defect("out-of-order", f"every part is in the source, but not in the quoted order ({at})",
+                      where=_where(p, first, last), lines=[p.lines[first], p.lines[last - 1]])
+
+    _, p, starts = located
+    end_tok = starts[-1] + len(parts[-1]) - 1
+    span = [p.lines[starts[0]], p.lines[end_tok]]
+    where = _where(p, starts[0], end_tok + 1)
+    if not p.ends[end_tok] and not _ENDS_ELIDED.search(quote.text.strip()):
+        nxt = " ".join(p.surface[end_tok + 1:end_tok + 6])
+        return defect("truncated", f"stops mid-sentence after '{p.surface[end_tok]}' (the source goes on: "
+                                   f"'{nxt} ...'); end it with [...] or quote to the end of the sentence",
+                      where=where, lines=span)
+    words = sum(len(part) for part in parts)
+    if words < MIN_WORDS and not quote.short:
+        return defect("too-short", f"{words} word(s); a quote needs at least {MIN_WORDS}, or `short: true` "
+                                   f"if the phrase itself is the point", where=where, lines=span)
+    if quote.object:
+        return None
+    if cited != tuple(span):
+        shown = f"L{cited[0]}-{cited[1]}" if cited else "no valid `lines`"
+        return defect("wrong-lines", f"cites {shown}, but the text is at L{span[0]}-{span[1]}",
+                      where=where, lines=span, found=span)
+    return None
+
+
+def _cached_objects(ctx, source) -> list:
+    """Dotted paths whose text the source's cache file holds (its `## `dotted`` headings)."""
+    try:
+        with open(os.path.join(ctx.base, source.path), encoding="utf-8", errors="replace") as fh:
+            return list(dict.fromkeys(re.findall(r"^## `([\w.]+)`", fh.read(), re.M)))
+    except OSError:
+        return []
+
+
+def _span_text_tokens(part: list, limit: int = 12) -> str:
+    words = [t[1] for t in part]
+    return " ".join(words if len(words) <= limit else words[:limit // 2] + ["..."] + words[-limit // 2:])
+
+
+def verify_kb(kb, strict: bool = False, quotes=None, packages: PackageTexts | None = None) -> Report:
+    """Verify `quotes` (default: every quote of the KB); `strict` only affects Report.ok()."""
+    import time
+    t0 = time.perf_counter()
+    ctx = Context(kb, packages)
+    report = Report()
+    for quote in (quotes if quotes is not None else kb.quotes.values()):
+        report.quotes += 1
+        found = check_quote(quote, ctx)
+        if found is None:
+            continue
+        (report.unchecked if found.kind == "unchecked" else report.defects).append(found)
+    for source in kb.sources.values():
+        if source.package and source.package not in report.packages:
+            try:
+                report.packages[source.package] = ctx.packages.version(source.package)
+            except NotInstalled:
+                report.packages[source.package] = None
+    ctx.packages.save()
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+# ---------------------------------------------------------------- --fix-lines
+
+def fix_lines(kb, report: Report) -> list:
+    """Rewrite the `lines:` value of every wrong-lines quote in place; returns the files changed.
+
+    Only the characters of each `lines` value change: comments, key order, quoting and
+    layout stay as they were. Each file is written atomically (temp file + rename).
+    """
+    import yaml
+    base = os.path.dirname(kb.root)
+    todo = {}
+    for d in report.defects:
+        if d.kind == "wrong-lines" and d.found:
+            todo.setdefault(d.path, {})[d.quote] = d.found
+    changed = []
+    for rel, fixes in todo.items():
+        path = os.path.join(base, rel)
+        with open(path, encoding="utf-8", newline="") as fh:
+            text = fh.read()
+        edits = []
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        items = _mapping_get(root, "quotes")
+        for item in (items.value if isinstance(items, yaml.SequenceNode) else []):
+            qid = _mapping_get(item, "id")
+            if not isinstance(qid, yaml.ScalarNode) or qid.value not in fixes:
+                continue
+            first, last = fixes[qid.value]
+            node = _mapping_get(item, "lines")
+            if isinstance(node, yaml.SequenceNode) and len(node.value) == 2 and not node.flow_style:
+                for child, value in zip(node.value, (first, last)):   # block list: keep it a block list
+                    edits.append((child.start_mark.index, child.end_mark.index, str(value)))
+            elif node is not None:
+                new = str(first) if (isinstance(node, yaml.ScalarNode) and first == last) else f"[{first}, {last}]"
+                edits.append((node.start_mark.index, node.end_mark.index, new))
+        if not edits:
+            continue
+        for start, end, new in sorted(edits, reverse=True):
+            text = text[:start] + new + text[end:]
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        try:
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        except OSError:
+            pass
+        os.replace(tmp, path)
+        changed.append(rel)
+    return changed
+
+
+def _mapping_get(node, key):
+    import yaml
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return v
+    return None
