@@ -167,6 +167,35 @@ def cmd_list(args) -> int:
     return EXIT_OK
 
 
+def cmd_build(args) -> int:
+    """Render the KB into pages and build the docs site with mkdocs in strict mode."""
+    from .site import SiteError, build_site
+    kb = _load(args)
+    try:
+        report = build_site(kb, out_dir=args.out, work_dir=args.work, results_path=args.results)
+    except SiteError as exc:
+        raise Failure(str(exc)) from None
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(f"built {report.pages} pages ({report.entries} entries, {report.sources} sources, "
+              f"{report.quotes} quotes, {report.redirects} alias redirects) into {report.out} "
+              f"in {report.seconds:.1f}s")
+    return EXIT_OK
+
+
+def cmd_serve(args) -> int:
+    """Preview the docs site with live reload; pages follow edits to the KB."""
+    from .site import SiteError, serve_site
+    _load(args)  # fail early, in one line, on an invalid KB
+    try:
+        serve_site(args.kb, work_dir=args.work, results_path=args.results, dev_addr=args.dev_addr,
+                   log=lambda msg: print(msg, file=sys.stderr))
+    except SiteError as exc:
+        raise Failure(str(exc)) from None
+    return EXIT_OK
+
+
 def cmd_verify(args) -> int:
     """Check every quote against its cached source or installed package; exit 1 on any defect."""
     from .verify import fix_lines, verify_kb
@@ -272,6 +301,19 @@ def build_parser():
     p.add_argument("--area", choices=AREAS, help="only this area")
     p.add_argument("--json", action="store_true", help="a JSON array of id, title, area")
     p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("build", help="build the docs site (strict mkdocs) from the KB")
+    p.add_argument("--out", metavar="DIR", help="where the HTML site goes (default: site/ of this checkout)")
+    p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site-src/)")
+    p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
+    p.add_argument("--json", action="store_true", help="the build report as JSON")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("serve", help="preview the docs site with live reload")
+    p.add_argument("--dev-addr", default="127.0.0.1:8000", metavar="HOST:PORT", help="address to serve on")
+    p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site-src/)")
+    p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("verify", help="check every quote against its source; exit 1 on any defect", description=(
         "Check that every quote is verbatim in its cached source, on exactly the cited lines, or in the "

@@ -1,0 +1,587 @@
+"""The docs site: the loaded KB rendered through jinja2 templates into markdown
+pages, then built by mkdocs (material theme) in strict mode.
+
+Layout of a build:
+
+    <work>/mkdocs.yml   generated; INHERITs the project's mkdocs.yml, adds docs_dir and nav
+    <work>/docs/        generated pages (build output, never committed)
+    <out>/              the built HTML site
+
+Stable URLs: entries at /entries/<id>/, sources at /sources/<id>/ (with an
+anchor #L<n> per line of the cached file), area indexes at /areas/<area>/, and
+one redirect page per alias at /<alias>/.
+
+Safety: every value a template prints goes through the environment's
+`finalize` hook, which turns markdown and HTML control characters into numeric
+character references, so text from the YAML can never become markup or script.
+Only filters that build markup on purpose (and escape what they embed) return
+`Markup` and bypass it.
+
+jinja2 and mkdocs are imported inside the functions: `kb search` never pays for them.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import time
+
+from .model import AREAS
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS_NAME = os.path.join("artifacts", "snippet-results.json")
+WORK_MARKER = ".kb-site-src"
+SITE_MARKER = ".kb-site"
+
+AREA_INFO = {
+    "triage": ("Triage", "Process checks for the first hour with a run that misbehaves."),
+    "wiring": ("Training loop wiring", "The training loop itself: what is connected to what, and in which order."),
+    "optimizer": ("Optimizer", "Learning rate, schedules, weight decay, accumulation and optimizer state."),
+    "loss": ("Loss functions", "Loss-function traps: what each loss expects as input and target."),
+    "numerics": ("Numerics", "NaN and inf, reduced precision, exploding and vanishing signals, dead units."),
+    "data": ("Data", "The input pipeline, labels, leakage and preprocessing."),
+    "finetune": ("Fine-tuning", "Transfer learning, parameter-efficient tuning and LLM fine-tuning."),
+    "instrument": ("Instrumentation", "What to log so that failures become visible."),
+    "distributed": ("Distributed", "Several processes and several GPUs."),
+}
+
+# The first-hour path on the home page, in the order worth trying them.
+TRIAGE_PATH = (
+    "overfit-one-batch", "init-loss-check", "input-independent-baseline", "batch-independence-check",
+    "visualize-model-input", "fixed-seed", "metric-stuck", "compare-reference-implementation",
+)
+
+# Top-level names the site uses itself; an alias redirect may not take one.
+RESERVED = {
+    "index.md", "404.html", "entries", "areas", "sources", "symptoms", "tags", "folklore",
+    "assets", "search", "stylesheets", "sitemap.xml", "sitemap.xml.gz", "symptoms.md", "tags.md",
+    "folklore.md",
+}
+STATIC = ("kb.css",)  # copied from site_templates/ into docs/stylesheets/
+
+_SAFE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Every ASCII character that means something to markdown, its extensions or HTML.
+_ENTITIES = {ord(c): f"&#{ord(c)};" for c in "&<>\"'\\`*_{}[]()#+-.!|~^=:$%@"}
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+class SiteError(Exception):
+    """The site cannot be generated or built; the message says why, in one line."""
+
+
+# ---------------------------------------------------------------- escaping
+
+def _markup(text: str):
+    from markupsafe import Markup
+    return Markup(text)
+
+
+def _entities(text: str) -> str:
+    return text.translate(_ENTITIES)
+
+
+def inline(value) -> str:
+    """Plain text with `code` spans, as inert inline markdown: whitespace collapsed,
+    code spans become <code>, every other control character an entity."""
+    text = " ".join(str(value).split())
+    out, pos = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(_entities(text[pos:m.start()]))
+        out.append(f"<code>{_entities(m.group(2).strip())}</code>")
+        pos = m.end()
+    out.append(_entities(text[pos:]))
+    return _markup("".join(out))
+
+
+def prose(value) -> str:
+    """A prose field as markdown paragraphs; a paragraph whose lines start with
+    `-`, `*` or `1.` becomes a list, so writers' lists survive."""
+    if not value:
+        return _markup("")
+    blocks = []
+    for para in re.split(r"\n\s*\n", str(value).strip()):
+        lines = para.splitlines()
+        m = _LIST_ITEM.match(lines[0])
+        if m:
+            ordered = m.group(0).strip()[0].isdigit()
+            items = []
+            for line in lines:
+                item = _LIST_ITEM.match(line)
+                if item:
+                    items.append(line[item.end():])
+                else:
+                    items[-1] += " " + line
+            marker = "1." if ordered else "-"
+            blocks.append("\n".join(f"{marker} {inline(i)}" for i in items))
+        else:
+            blocks.append(inline(para))
+    return _markup("\n\n".join(blocks))
+
+
+def blockquote(value) -> str:
+    """A quote's text as a markdown blockquote, paragraph breaks kept."""
+    paras = [str(inline(p)) for p in re.split(r"\n\s*\n", str(value).strip())]
+    return _markup("\n>\n".join(f"> {p}" for p in paras))
+
+
+def fence(code, lang: str = "python") -> str:
+    """A fenced code block whose fence is longer than any backtick run inside."""
+    code = str(code or "").rstrip()
+    longest = max((len(r) for r in re.findall(r"`+", code)), default=0)
+    bar = "`" * max(3, longest + 1)
+    return _markup(f"{bar}{lang}\n{code}\n{bar}")
+
+
+def path_part(value) -> str:
+    """An id used in a URL or file name: only letters, digits, '.', '_' and '-'."""
+    value = str(value)
+    if not _SAFE_PART.match(value) or value in (".", ".."):
+        raise SiteError(f"'{value}' cannot be used in a URL (letters, digits, '.', '_' and '-' only)")
+    return _markup(value)
+
+
+def attr(value) -> str:
+    """Text for an HTML attribute value or raw HTML element content."""
+    return _markup(html.escape(str(value), quote=True))
+
+
+def http_url(value):
+    """The URL escaped for an href, or None when it is not plain http(s)."""
+    url = str(value or "").strip()
+    if not re.match(r"^https?://[^\s<>\"']+$", url):
+        return None
+    return _markup(html.escape(url, quote=True))
+
+
+def front_title(value) -> str:
+    """A page title for the front matter: mkdocs-material prints it unescaped into
+    <title> and the nav, so it is HTML-escaped here (and JSON is valid YAML)."""
+    text = html.escape(" ".join(str(value).replace("`", "").split()), quote=True)
+    return _markup(json.dumps(text))
+
+
+def slug(value, prefix: str) -> str:
+    return _markup(prefix + (re.sub(r"[^a-z0-9]+", "-", str(value).lower()).strip("-") or "x"))
+
+
+def _finalize(value):
+    from markupsafe import Markup
+    if isinstance(value, Markup):
+        return value
+    return "" if value is None else inline(value)
+
+
+# ---------------------------------------------------------------- inputs
+
+def load_results(path: str | None):
+    """The snippet run's results file, or None when there is none.
+
+    Form: {"torch": "2.13.0+cpu", "python": "3.11.7", "results": {id: {device: outcome}}}.
+    """
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise SiteError(f"{path}: cannot read the snippet results: {exc}") from None
+    ok = isinstance(data, dict) and isinstance(data.get("results"), dict) and all(
+        isinstance(v, dict) and all(isinstance(d, str) and isinstance(o, str) for d, o in v.items())
+        for v in data["results"].values())
+    if not ok:
+        raise SiteError(f"{path}: not a snippet results file (expected {{\"torch\", \"python\", \"results\": {{id: {{device: outcome}}}}}})")
+    return data
+
+
+def _source_lines(kb, source) -> list:
+    path = os.path.join(os.path.dirname(kb.root), source.path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read().splitlines()
+    except OSError as exc:
+        raise SiteError(f"{source.path}: cannot read the cached source: {exc}") from None
+
+
+def _object_line(lines: list, obj: str):
+    """The first line of a package source that names `obj` (full path, else its last part)."""
+    for needle in (obj, obj.rsplit(".", 1)[-1]):
+        for n, line in enumerate(lines, 1):
+            if needle in line:
+                return n
+    return None
+
+
+# ---------------------------------------------------------------- rendering
+
+class _Context:
+    """Everything the templates need, derived once from the KB."""
+
+    def __init__(self, kb, results):
+        self.kb, self.results = kb, results
+        for e in kb.entries.values():
+            path_part(e.id)
+            if e.id == "index":
+                raise SiteError(f"{e.path}: the id 'index' is reserved by the site")
+        for q in kb.quotes.values():
+            path_part(q.id)
+        self.sources = {}
+        for sid, s in sorted(kb.sources.items()):
+            path_part(sid)
+            if sid == "index":
+                raise SiteError(f"{s.path}: the source id 'index' is reserved by the site")
+            self.sources[sid] = {"source": s, "lines": _source_lines(kb, s), "quotes": []}
+        self.by_area = {a: [e for e in kb.entries.values() if e.area == a] for a in AREAS}
+        for group in self.by_area.values():
+            group.sort(key=lambda e: e.id)
+        self.quote_users = {q: [] for q in kb.quotes}
+        for e in kb.entries.values():
+            for qid in e.evidence:
+                if qid in self.quote_users:
+                    self.quote_users[qid].append(e)
+        self.citations = {}
+        for q in sorted(kb.quotes.values(), key=lambda q: q.id):
+            src = self.sources.get(q.source)
+            if src is None:
+                raise SiteError(f"{q.path}:{q.line}: quote '{q.id}' names unknown source '{q.source}'")
+            src["quotes"].append(q)
+            if q.lines:
+                first, last = q.lines
+                if last > len(src["lines"]):
+                    raise SiteError(f"{q.path}:{q.line}: quote '{q.id}' cites line {last}, "
+                                    f"but {src['source'].path} has {len(src['lines'])} lines")
+                where = f"line {first}" if first == last else f"lines {first}–{last}"
+                self.citations[q.id] = (where, first)
+            else:
+                self.citations[q.id] = (f"`{q.object}` docstring", _object_line(src["lines"], q.object or ""))
+        self.themes = {}
+        for q in sorted(kb.quotes.values(), key=lambda q: q.id):
+            for theme in (q.themes or ["unthemed"]):
+                self.themes.setdefault(theme, []).append(q)
+        self.tags = {}
+        for e in sorted(kb.entries.values(), key=lambda e: e.id):
+            for tag in e.tags:
+                self.tags.setdefault(tag, []).append(e)
+        self.tag_slugs = _unique_slugs(self.tags, "tag-")
+        self.theme_slugs = _unique_slugs(self.themes, "theme-")
+        self.symptoms = sorted(((s, e) for e in kb.entries.values() for s in e.symptoms),
+                               key=lambda se: (" ".join(se[0].lower().split()), se[1].id))
+        self.triage = [kb.entries[i] for i in TRIAGE_PATH if i in kb.entries] + \
+            [e for e in self.by_area["triage"] if e.id not in TRIAGE_PATH]
+        self.redirects = {}
+        for e in kb.entries.values():
+            for alias in e.aliases:
+                for name in dict.fromkeys((alias, alias.lower())):
+                    try:
+                        path_part(name)
+                    except SiteError:
+                        raise SiteError(f"{e.path}: alias '{alias}' cannot be a URL (letters, digits, '.', '_' and '-' only)") from None
+                    if name.lower() in RESERVED:
+                        raise SiteError(f"{e.path}: alias '{alias}' collides with the site's own /{name}/ page")
+                    self.redirects[name] = e
+
+    def snippet_status(self, entry) -> dict:
+        """What the page says about the snippet's last run."""
+        if self.results is None:
+            return {"kind": "none", "devices": []}
+        outcome = self.results["results"].get(entry.id)
+        if not outcome:
+            return {"kind": "none", "devices": []}
+        devices = sorted(outcome.items())
+        torch = self.results.get("torch") or "unknown"
+        passed = [d for d, o in devices if o == "passed"]
+        failed = [d for d, o in devices if o not in ("passed", "skipped")]
+        if failed:
+            kind, title = "failure", f"Failed on {', '.join(failed)} with torch {torch}"
+        elif passed:
+            kind, title = "success", f"Passed on {', '.join(passed)} with torch {torch}"
+        else:
+            kind, title = "note", f"Skipped on every device with torch {torch}"
+        return {"kind": kind, "title": title, "devices": devices, "torch": torch,
+                "python": self.results.get("python") or "unknown"}
+
+
+def _unique_slugs(names, prefix: str) -> dict:
+    out, used = {}, set()
+    for name in names:
+        base = str(slug(name, prefix))
+        s, n = base, 2
+        while s in used:
+            s, n = f"{base}-{n}", n + 1
+        used.add(s)
+        out[name] = _markup(s)
+    return out
+
+
+def _environment(templates: str):
+    import jinja2
+    env = jinja2.Environment(
+        # autoescape makes macros return Markup; finalize does the escaping that matters
+        loader=jinja2.FileSystemLoader(templates), autoescape=True, finalize=_finalize,
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True)
+    env.filters.update(prose=prose, blockquote=blockquote, fence=fence, path=path_part, attr=attr,
+                       http_url=http_url, front_title=front_title)
+    return env
+
+
+def render_pages(kb, results=None, templates: str | None = None) -> dict:
+    """Every generated file of the docs folder: relative path -> text."""
+    templates = templates or os.path.join(PROJECT_ROOT, "site_templates")
+    if not os.path.isdir(templates):
+        raise SiteError(f"{templates}: no site templates (kb build runs from a checkout of the project)")
+    import jinja2
+    env = _environment(templates)
+    ctx = _Context(kb, results)
+    common = {"kb": kb, "ctx": ctx, "areas": AREAS, "area_info": AREA_INFO}
+    pages = {}
+
+    def render(name, path, **extra):
+        root = _markup("../" * path.count("/"))  # links are relative to the page's file
+        try:
+            pages[path] = env.get_template(name).render(root=root, **common, **extra)
+        except jinja2.TemplateError as exc:
+            raise SiteError(f"site_templates/{name}: {exc}") from None
+
+    render("home.md.j2", "index.md")
+    render("entries.md.j2", "entries/index.md")
+    for area in AREAS:
+        render("area.md.j2", f"areas/{area}/index.md", area=area)
+    for e in kb.entries.values():
+        render("entry.md.j2", f"entries/{e.id}.md", e=e, status=ctx.snippet_status(e))
+    render("symptoms.md.j2", "symptoms.md")
+    render("tags.md.j2", "tags.md")
+    render("folklore.md.j2", "folklore.md")
+    render("sources.md.j2", "sources/index.md")
+    for sid, src in ctx.sources.items():
+        quoted = {}
+        for q in src["quotes"]:
+            if q.lines:
+                for n in range(q.lines[0], q.lines[1] + 1):
+                    quoted.setdefault(n, []).append(q.id)
+        render("source.md.j2", f"sources/{sid}.md", sid=sid, src=src["source"], lines=src["lines"],
+               quotes=src["quotes"], quoted=quoted)
+    for name, e in sorted(ctx.redirects.items()):
+        render("redirect.html.j2", f"{name}/index.html", alias=name, e=e)
+    for name in STATIC:
+        with open(os.path.join(templates, name), encoding="utf-8") as fh:
+            pages[f"stylesheets/{name}"] = fh.read()
+    return pages
+
+
+def nav(kb) -> list:
+    """The site navigation: areas as sections, each opening on its index page."""
+    areas = []
+    for area in AREAS:
+        ids = sorted(e.id for e in kb.entries.values() if e.area == area)
+        areas.append({AREA_INFO[area][0]: [f"areas/{area}/index.md"] + [f"entries/{i}.md" for i in ids]})
+    return [
+        {"Home": "index.md"},
+        {"Entries": ["entries/index.md"] + areas},
+        {"Symptoms": "symptoms.md"},
+        {"Tags": "tags.md"},
+        {"Folklore": "folklore.md"},
+        {"Sources": ["sources/index.md"] + [f"sources/{s}.md" for s in sorted(kb.sources)]},
+    ]
+
+
+# ---------------------------------------------------------------- files
+
+def _write(path: str, text: str) -> bool:
+    """Write atomically, and only when the content changed (keeps live reload quiet)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return False
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+    return True
+
+
+def _claim(directory: str, marker: str, what: str) -> None:
+    """Refuse to fill (and later clean) a non-empty folder this tool did not create."""
+    if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(os.path.join(directory, marker)):
+        raise SiteError(f"{directory}: not empty and not made by kb build; refusing to use it as the {what} folder")
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, marker), "w") as fh:
+        fh.write("generated by kb build; safe to delete\n")
+
+
+def write_docs(docs_dir: str, pages: dict) -> int:
+    """Make docs_dir hold exactly `pages`; returns how many files changed."""
+    changed = sum(_write(os.path.join(docs_dir, rel), text) for rel, text in pages.items())
+    keep = {os.path.normpath(os.path.join(docs_dir, rel)) for rel in pages}
+    for dirpath, dirnames, filenames in os.walk(docs_dir, topdown=False):
+        for f in filenames:
+            p = os.path.normpath(os.path.join(dirpath, f))
+            if p not in keep:
+                os.remove(p)
+                changed += 1
+        if dirpath != docs_dir and not os.listdir(dirpath):
+            os.rmdir(dirpath)
+    return changed
+
+
+def generate(kb, work_dir: str, results_path: str | None = None, templates: str | None = None,
+             base_config: str | None = None) -> str:
+    """Write <work>/docs and <work>/mkdocs.yml for this KB; returns the config path."""
+    base_config = base_config or os.path.join(PROJECT_ROOT, "mkdocs.yml")
+    if not os.path.isfile(base_config):
+        raise SiteError(f"{base_config}: not found (kb build runs from a checkout of the project)")
+    pages = render_pages(kb, load_results(results_path), templates)
+    work_dir = os.path.abspath(work_dir)
+    _claim(work_dir, WORK_MARKER, "work")
+    write_docs(os.path.join(work_dir, "docs"), pages)
+    import yaml
+    config = {"INHERIT": os.path.relpath(base_config, work_dir), "docs_dir": "docs", "nav": nav(kb)}
+    path = os.path.join(work_dir, "mkdocs.yml")
+    _write(path, "# Generated by kb build; edit the project's mkdocs.yml instead.\n"
+           + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    return path
+
+
+# ---------------------------------------------------------------- build and serve
+
+class BuildReport:
+    __slots__ = ("out", "seconds", "pages", "entries", "sources", "quotes", "redirects", "warnings")
+
+    def __init__(self, **kw):
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+class _Collect:
+    """A logging handler that keeps mkdocs' warnings for the error message."""
+
+    def __init__(self):
+        import logging
+        self.messages = []
+        self.handler = logging.Handler(logging.WARNING)
+        self.handler.emit = lambda record: self.messages.append(record.getMessage())
+
+
+def _quiet_mkdocs():
+    # mkdocs-material prints a banner about MkDocs 2.0 on every build; it is noise here.
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+
+
+def default_work_dir() -> str:
+    return os.path.join(PROJECT_ROOT, "build", "site-src")
+
+
+def default_out_dir() -> str:
+    return os.path.join(PROJECT_ROOT, "site")
+
+
+def default_results(kb) -> str:
+    """artifacts/snippet-results.json beside the KB (the project root for the shipped KB)."""
+    return os.path.join(os.path.dirname(kb.root), RESULTS_NAME)
+
+
+def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
+               results_path: str | None = None, templates: str | None = None,
+               base_config: str | None = None) -> BuildReport:
+    """Generate the pages and run a strict mkdocs build into out_dir."""
+    start = time.perf_counter()
+    out_dir = os.path.abspath(out_dir or default_out_dir())
+    work_dir = os.path.abspath(work_dir or default_work_dir())
+    if results_path is None:
+        results_path = default_results(kb)
+    config_file = generate(kb, work_dir, results_path, templates, base_config)
+    _claim(out_dir, SITE_MARKER, "output")
+    _quiet_mkdocs()
+    import logging
+
+    from mkdocs import exceptions
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    log = logging.getLogger("mkdocs")
+    collect = _Collect()
+    old_level, old_propagate = log.level, log.propagate
+    log.addHandler(collect.handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+    try:
+        config = load_config(config_file=config_file, site_dir=out_dir, strict=True)
+        build(config)
+    except (exceptions.MkDocsException, SystemExit) as exc:
+        detail = "; ".join(collect.messages[:5]) or str(exc)
+        more = f" (and {len(collect.messages) - 5} more)" if len(collect.messages) > 5 else ""
+        raise SiteError(f"mkdocs build failed in strict mode: {detail}{more}") from None
+    finally:
+        log.removeHandler(collect.handler)
+        log.setLevel(old_level)
+        log.propagate = old_propagate
+    pages = sum(1 for _, _, files in os.walk(out_dir) for f in files if f.endswith(".html"))
+    return BuildReport(out=out_dir, seconds=round(time.perf_counter() - start, 2), pages=pages,
+                       entries=len(kb.entries), sources=len(kb.sources), quotes=len(kb.quotes),
+                       redirects=sum(1 for e in kb.entries.values() for _ in e.aliases),
+                       warnings=collect.messages)
+
+
+def _watched(kb_root: str, templates: str, results_path: str) -> tuple:
+    from .load import _files, evidence_dir
+    paths = _files(kb_root, (".yaml", ".yml")) + _files(evidence_dir(kb_root), (".md", ".txt")) \
+        + _files(templates, (".j2", ".css")) + [results_path]
+    sig = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            sig.append((p, st.st_size, st.st_mtime_ns))
+        except OSError:
+            sig.append((p, None))
+    return tuple(sig)
+
+
+def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | None = None,
+               dev_addr: str = "127.0.0.1:8000", templates: str | None = None, log=print) -> None:
+    """Preview with live reload: regenerate pages whenever the KB, the evidence, the
+    templates or the snippet results change; mkdocs reloads the browser."""
+    import threading
+
+    from .load import load_kb
+
+    templates = templates or os.path.join(PROJECT_ROOT, "site_templates")
+    work_dir = os.path.abspath(work_dir or default_work_dir())
+    kb = load_kb(kb_root)
+    if kb.problems:
+        raise SiteError(f"the KB is invalid: {kb.problems[0]} (run `kb check`)")
+    results_path = results_path or default_results(kb)
+    config_file = generate(kb, work_dir, results_path, templates)
+    stop = threading.Event()
+
+    def watch():
+        seen = _watched(kb.root, templates, results_path)
+        while not stop.wait(1.0):
+            now = _watched(kb.root, templates, results_path)
+            if now == seen:
+                continue
+            seen = now
+            try:
+                fresh = load_kb(kb.root)
+                if fresh.problems:
+                    log(f"kb serve: not regenerating, the KB is invalid: {fresh.problems[0]}")
+                    continue
+                generate(fresh, work_dir, results_path, templates)
+                log("kb serve: pages regenerated")
+            except SiteError as exc:
+                log(f"kb serve: {exc}")
+
+    thread = threading.Thread(target=watch, name="kb-site-watch", daemon=True)
+    thread.start()
+    _quiet_mkdocs()
+    from mkdocs.commands.serve import serve
+    try:
+        serve(config_file=config_file, dev_addr=dev_addr, livereload=True)
+    finally:
+        stop.set()

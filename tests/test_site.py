@@ -1,0 +1,488 @@
+"""The docs site: generated pages, strict mkdocs build, escaping, and counts against the KB.
+
+The fixture KB (tests/fixtures/site) is built once per module through `kb build`;
+the shipped KB is built once too, and every entry, source and quote in it must
+appear on the site.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from html.parser import HTMLParser
+
+import pytest
+
+from kb_tools import cli, site
+from kb_tools.load import load_kb
+from kbfactory import entry, make_kb, write_entry
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+FIXTURE = os.path.join(HERE, "fixtures", "site")
+FIXTURE_KB = os.path.join(FIXTURE, "kb")
+SECTIONS = ["Symptoms", "Why it happens", "Fix", "How to check", "Snippet", "Evidence", "Caveats", "See also"]
+RESULTS = {"torch": "2.13.0+cpu", "python": "3.11.7",
+           "results": {"overfit-one-batch": {"cpu": "passed", "cuda": "skipped"},
+                       "lr-too-low": {"cpu": "failed", "cuda": "skipped"}}}
+
+
+# ---------------------------------------------------------------- a small DOM for assertions
+
+class Node:
+    __slots__ = ("tag", "attrs", "children", "parent")
+
+    def __init__(self, tag, attrs, parent):
+        self.tag, self.attrs, self.children, self.parent = tag, attrs, [], parent
+
+    def iter(self):
+        yield self
+        for c in self.children:
+            if isinstance(c, Node):
+                yield from c.iter()
+
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
+
+    def find_all(self, tag=None, **attrs):
+        return [n for n in self.iter() if (tag is None or n.tag == tag)
+                and all(attr_has(n, k.rstrip("_"), v) for k, v in attrs.items())]
+
+    def by_id(self, ident):
+        return next((n for n in self.iter() if n.attrs.get("id") == ident), None)
+
+
+def attr_has(node, name, value):
+    got = node.attrs.get(name)
+    if got is None:
+        return False
+    return value in got.split() if name == "class" else got == value
+
+
+class _Tree(HTMLParser):
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.root = self.cur = Node("#root", {}, None)
+
+    def handle_starttag(self, tag, attrs):
+        node = Node(tag, {k: v or "" for k, v in attrs}, self.cur)
+        self.cur.children.append(node)
+        if tag not in self.VOID:
+            self.cur = node
+
+    def handle_startendtag(self, tag, attrs):
+        self.cur.children.append(Node(tag, {k: v or "" for k, v in attrs}, self.cur))
+
+    def handle_endtag(self, tag):
+        node = self.cur
+        while node is not None and node.tag != tag:
+            node = node.parent
+        if node is not None and node.parent is not None:
+            self.cur = node.parent
+
+    def handle_data(self, data):
+        self.cur.children.append(data)
+
+
+def page(site_dir, url_path) -> Node:
+    """The parsed HTML of a site URL path like 'entries/x/'."""
+    path = os.path.join(site_dir, url_path.split("#")[0])
+    if path.endswith("/"):
+        path += "index.html"
+    tree = _Tree()
+    with open(path, encoding="utf-8") as fh:
+        tree.feed(fh.read())
+    return tree.root
+
+
+def content(root) -> Node:
+    """The article body, without theme chrome (nav, header, search)."""
+    return next(n for n in root.iter() if attr_has(n, "class", "md-content"))
+
+
+def norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def rendered(text: str) -> str:
+    """What a YAML string looks like once rendered: code-span backticks drop away."""
+    return norm(re.sub(r"`+", "", text))
+
+
+# ---------------------------------------------------------------- builds
+
+@pytest.fixture(scope="module")
+def fixture_site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fixture-site")
+    results = tmp / "results.json"
+    results.write_text(json.dumps(RESULTS))
+    out = tmp / "site"
+    code = cli.main(["--kb", FIXTURE_KB, "build", "--out", str(out), "--work", str(tmp / "src"),
+                     "--results", str(results)])
+    assert code == 0
+    return str(out), load_kb(FIXTURE_KB, use_cache=False)
+
+
+@pytest.fixture(scope="module")
+def shipped_site(tmp_path_factory):
+    kb = load_kb(os.path.join(REPO, "kb"), use_cache=False)
+    assert not kb.problems, "\n".join(map(str, kb.problems))
+    tmp = tmp_path_factory.mktemp("shipped-site")
+    report = site.build_site(kb, out_dir=str(tmp / "site"), work_dir=str(tmp / "src"))
+    return report, kb
+
+
+# ---------------------------------------------------------------- escaping helpers
+
+def test_inline_turns_every_control_character_into_an_entity():
+    out = str(site.inline("<b>x</b> **y** _z_ [a](b) # c | d `e<f>`"))
+    assert "<b>" not in out and "*" not in out and "[" not in out and "|" not in out and "#" not in out.replace("&#", "")
+    assert "<code>e&#60;f&#62;</code>" in out
+    assert html.unescape(re.sub(r"</?code>", "", out)) == "<b>x</b> **y** _z_ [a](b) # c | d e<f>"
+
+
+def test_prose_keeps_paragraphs_and_lists():
+    out = str(site.prose("First para\ncontinues.\n\n- one\n- two\n  more\n\n1. a\n2. b"))
+    blocks = out.split("\n\n")
+    assert len(blocks) == 3
+    assert blocks[0].startswith("First para continues")
+    assert blocks[1].splitlines() == ["- one", "- two more"]
+    assert blocks[2].splitlines() == ["1. a", "1. b"]
+
+
+def test_fence_outgrows_backticks_inside_the_code():
+    out = str(site.fence("a = 1\n# ````` five\n"))
+    assert out.startswith("``````python\n") and out.endswith("\n``````")
+
+
+def test_unsafe_values_are_refused_or_dropped():
+    with pytest.raises(site.SiteError):
+        site.path_part("../etc")
+    with pytest.raises(site.SiteError):
+        site.path_part("a b")
+    assert site.http_url("javascript:alert(1)") is None
+    assert site.http_url("https://x.org/a?b=1&c=\"2\"") is None
+    assert str(site.http_url("https://x.org/a?b=1&c=2")) == "https://x.org/a?b=1&amp;c=2"
+    assert json.loads(str(site.front_title("<b>`x`</b>"))) == "&lt;b&gt;x&lt;/b&gt;"
+
+
+# ---------------------------------------------------------------- the fixture site
+
+def test_entry_pages_have_every_section_in_order(fixture_site):
+    out, kb = fixture_site
+    for e in kb.entries.values():
+        body = content(page(out, f"entries/{e.id}/"))
+        assert [norm(h.text()).rstrip("¶").strip() for h in body.find_all("h2")] == SECTIONS, e.id
+        h1 = body.find_all("h1")
+        assert len(h1) == 1 and rendered(h1[0].text()).rstrip("¶").strip() == rendered(e.title)
+        items = body.by_id("symptoms").parent.find_all("li")
+        assert [rendered(li.text()) for li in items][:len(e.symptoms)] == [rendered(s) for s in e.symptoms]
+
+
+def test_correction_shown_only_when_present(fixture_site):
+    out, kb = fixture_site
+    for e in kb.entries.values():
+        text = norm(content(page(out, f"entries/{e.id}/")).text())
+        assert ("Correction to common advice" in text) == bool(e.correction), e.id
+        if e.correction:
+            assert rendered(e.correction) in text
+
+
+def test_snippet_block_and_its_run_results(fixture_site):
+    out, kb = fixture_site
+    for e in kb.entries.values():
+        body = content(page(out, f"entries/{e.id}/"))
+        code = body.find_all("div", class_="highlight")
+        assert len(code) == 1 and code[0].find_all("code")[0].text().strip() == e.snippet.strip()
+    passed = norm(content(page(out, "entries/overfit-one-batch/")).text())
+    assert "Passed on cpu with torch 2.13.0+cpu" in passed and "cuda skipped" in passed and "3.11.7" in passed
+    failed = norm(content(page(out, "entries/lr-too-low/")).text())
+    assert "Failed on cpu with torch 2.13.0+cpu" in failed
+    unrun = norm(content(page(out, "entries/double-softmax/")).text())
+    assert "has not been run in this build" in unrun
+
+
+def test_without_a_results_file_every_snippet_says_not_run(tmp_path):
+    kb = load_kb(FIXTURE_KB, use_cache=False)
+    pages = site.render_pages(kb, site.load_results(str(tmp_path / "absent.json")))
+    for e in kb.entries.values():
+        assert "has not been run in this build" in pages[f"entries/{e.id}.md"]
+
+
+def test_malformed_results_file_is_an_error(tmp_path):
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps({"results": {"x": "passed"}}))
+    with pytest.raises(site.SiteError, match="not a snippet results file"):
+        site.load_results(str(bad))
+
+
+def test_alias_redirects_point_at_the_entry(fixture_site):
+    out, kb = fixture_site
+    for e in kb.entries.values():
+        for alias in e.aliases:
+            root = page(out, f"{alias}/")
+            refresh = next(m for m in root.find_all("meta") if m.attrs.get("http-equiv") == "refresh")
+            target = refresh.attrs["content"].split("url=", 1)[1]
+            assert urllib.parse.urljoin(f"/{alias}/", target) == f"/entries/{e.id}/"
+            assert os.path.exists(os.path.join(out, "entries", e.id, "index.html"))
+
+
+def test_symptom_index_lists_every_symptom_with_its_entry(fixture_site):
+    out, kb = fixture_site
+    items = content(page(out, "symptoms/")).find_all("li")
+    listed = set()
+    for li in items:
+        link = li.find_all("a")[-1]
+        listed.add((rendered(li.text()).rsplit(" → ", 1)[0], urllib.parse.urljoin("/symptoms/", link.attrs["href"])))
+    expected = {(rendered(s), f"/entries/{e.id}/") for e in kb.entries.values() for s in e.symptoms}
+    assert listed == expected
+
+
+def test_folklore_has_every_quote_under_each_theme(fixture_site):
+    out, kb = fixture_site
+    body = content(page(out, "folklore/"))
+    seen = {}
+    for block in body.find_all("div", class_="kb-quote"):
+        seen[block.attrs["data-quote"]] = seen.get(block.attrs["data-quote"], 0) + 1
+        q = kb.quotes[block.attrs["data-quote"]]
+        assert rendered(q.text) in norm(block.find_all("blockquote")[0].text())
+    assert seen == {q.id: len(q.themes) or 1 for q in kb.quotes.values()}
+
+
+def test_citation_links_land_on_the_cited_line(fixture_site):
+    out, kb = fixture_site
+    checked = 0
+    for e in kb.entries.values():
+        body = content(page(out, f"entries/{e.id}/"))
+        for block in body.find_all("div", class_="kb-quote"):
+            q = kb.quotes[block.attrs["data-quote"]]
+            link = block.find_all("a", class_="kb-cite")[0]
+            url = urllib.parse.urljoin(f"/entries/{e.id}/", link.attrs["href"])
+            path, _, anchor = url.partition("#")
+            assert path == f"/sources/{q.source}/"
+            source_page = page(out, path.lstrip("/"))
+            with open(os.path.join(FIXTURE, kb.sources[q.source].path), encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+            if q.lines:
+                assert anchor == f"L{q.lines[0]}"
+                line = source_page.by_id(anchor)
+                assert line is not None and "kb-quoted" in line.attrs["class"].split()
+                assert line.find_all("span", class_="kb-text")[0].text() == lines[q.lines[0] - 1]
+                checked += 1
+            else:  # a package docstring: the first line naming the object
+                assert q.object.rsplit(".", 1)[-1] in lines[int(anchor[1:]) - 1]
+    assert checked >= 2
+
+
+def test_source_pages_number_every_line(fixture_site):
+    out, kb = fixture_site
+    for sid, s in kb.sources.items():
+        with open(os.path.join(FIXTURE, s.path), encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+        root = page(out, f"sources/{sid}/")
+        rows = root.find_all("div", class_="kb-line")
+        assert [r.attrs["id"] for r in rows] == [f"L{n}" for n in range(1, len(lines) + 1)]
+        assert [r.find_all("span", class_="kb-text")[0].text() for r in rows] == lines
+        text = norm(content(root).text())
+        assert s.author in text and s.url in text
+
+
+def test_yaml_text_cannot_inject_markup_or_script(fixture_site):
+    """A symptom and a quote carry <script>, an <img onerror>, a javascript: link and markdown."""
+    out, kb = fixture_site
+    symptom = next(s for s in kb.entries["double-softmax"].symptoms if "<script>" in s)
+    quote = kb.quotes["notes-raw-tag"]
+    assert "<script>" in quote.text and "**" in quote.text
+    pages = ["entries/double-softmax/", "symptoms/", "folklore/", "sources/field-notes/", "areas/loss/"]
+    for url in pages:
+        root = page(out, url)
+        for node in root.iter():
+            assert not any(k.startswith("on") for k in node.attrs), (url, node.tag, node.attrs)
+            assert not node.attrs.get("href", "").lower().startswith("javascript:"), url
+        for script in root.find_all("script"):
+            assert "__kbInjected" not in script.text(), url
+        body = content(root)
+        assert not [n.tag for n in body.iter() if n.tag in ("img", "b", "script", "iframe")], url
+        assert not [n for n in body.iter() if n.tag in ("strong", "em") and n.text() in ("bold", "under", "stars")], url
+        assert body.by_id("not-a-heading") is None
+    entry_text = norm(content(page(out, "entries/double-softmax/")).text())
+    assert rendered(symptom) in entry_text and rendered(quote.text) in entry_text
+    assert rendered(symptom) in norm(content(page(out, "symptoms/")).text())
+    assert rendered(quote.text) in norm(content(page(out, "folklore/")).text())
+    # the search index carries it as text too, never as markup
+    index = json.load(open(os.path.join(out, "search", "search_index.json"), encoding="utf-8"))
+    blob = " ".join(d["text"] for d in index["docs"])
+    assert "<script>" not in blob and "&lt;script&gt;window.__kbInjected = 1&lt;/script&gt;" in blob
+
+
+def test_search_index_holds_every_symptom(fixture_site):
+    out, kb = fixture_site
+    index = json.load(open(os.path.join(out, "search", "search_index.json"), encoding="utf-8"))
+    by_page = {}
+    for doc in index["docs"]:
+        by_page.setdefault(doc["location"].split("#")[0], []).append(
+            norm(html.unescape(re.sub(r"<[^>]+>", "", doc["text"]))))
+    for e in kb.entries.values():
+        text = " ".join(by_page[f"entries/{e.id}/"])
+        for s in e.symptoms:
+            assert rendered(s) in text, (e.id, s)
+
+
+def test_navigation_shows_the_areas(fixture_site):
+    out, kb = fixture_site
+    nav = next(n for n in page(out, "").iter() if attr_has(n, "class", "md-nav--primary"))
+    labels = {norm(n.text()) for n in nav.iter() if n.tag in ("label", "a", "span")}
+    for area in ("Triage", "Optimizer", "Loss functions", "Distributed"):
+        assert area in labels
+
+
+def test_home_page_links_the_triage_path(fixture_site):
+    out, kb = fixture_site
+    body = content(page(out, ""))
+    hrefs = [urllib.parse.urljoin("/", a.attrs.get("href", "")) for a in body.find_all("a")]
+    assert "/entries/overfit-one-batch/" in hrefs
+    assert "/symptoms/" in hrefs and "/folklore/" in hrefs and "/sources/" in hrefs
+
+
+def test_tags_page_lists_each_tag_and_its_entries(fixture_site):
+    out, kb = fixture_site
+    body = content(page(out, "tags/"))
+    for e in kb.entries.values():
+        for tag in e.tags:
+            head = body.by_id(str(site.slug(tag, "tag-")))
+            assert head is not None and head.tag == "h2"
+            section = head.parent.children[head.parent.children.index(head):]
+            ul = next(n for n in section if isinstance(n, Node) and n.tag == "ul")
+            assert f"/entries/{e.id}/" in {urllib.parse.urljoin("/tags/", a.attrs["href"]) for a in ul.find_all("a")}
+
+
+# ---------------------------------------------------------------- failures and guards
+
+def test_strict_mode_fails_on_a_broken_link(tmp_path):
+    templates = tmp_path / "templates"
+    shutil.copytree(os.path.join(REPO, "site_templates"), templates)
+    broken = templates / "home.md.j2"
+    broken.write_text(broken.read_text() + "\n[gone](entries/no-such-entry.md)\n")
+    kb = load_kb(FIXTURE_KB, use_cache=False)
+    with pytest.raises(site.SiteError, match="strict mode.*no-such-entry"):
+        site.build_site(kb, out_dir=str(tmp_path / "site"), work_dir=str(tmp_path / "src"),
+                        templates=str(templates))
+
+
+def test_refuses_to_build_into_a_folder_it_did_not_make(tmp_path):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    kb = load_kb(FIXTURE_KB, use_cache=False)
+    with pytest.raises(site.SiteError, match="refusing"):
+        site.build_site(kb, out_dir=str(precious), work_dir=str(tmp_path / "src"))
+    assert (precious / "thesis.tex").read_text() == "years of work"
+
+
+def test_alias_that_takes_a_site_path_is_refused(tmp_path):
+    kb_dir = make_kb(tmp_path, entries=[entry("alpha-bug", aliases=["tags"])])
+    with pytest.raises(site.SiteError, match="collides"):
+        site.render_pages(load_kb(str(kb_dir), use_cache=False))
+
+
+def test_generated_folder_drops_pages_of_removed_entries(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    site.generate(load_kb(str(kb_dir), use_cache=False), str(tmp_path / "src"))
+    assert (tmp_path / "src" / "docs" / "entries" / "beta-bug.md").exists()
+    os.remove(kb_dir / "entries" / "numerics" / "beta-bug.yaml")
+    site.generate(load_kb(str(kb_dir), use_cache=False), str(tmp_path / "src"))
+    assert not (tmp_path / "src" / "docs" / "entries" / "beta-bug.md").exists()
+    assert (tmp_path / "src" / "docs" / "entries" / "alpha-bug.md").exists()
+
+
+def test_build_command_reports_and_fails_in_one_line(tmp_path, capsys):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("gamma-bug", see_also=["no-such-entry"]))
+    code = cli.main(["--kb", str(kb_dir), "build", "--out", str(tmp_path / "site"), "--work", str(tmp_path / "src")])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "KB010" in err
+
+
+# ---------------------------------------------------------------- kb serve
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.read().decode()
+
+
+def test_serve_regenerates_pages_when_an_entry_changes(tmp_path):
+    shutil.copytree(FIXTURE, tmp_path / "kbcopy")
+    kb_dir = tmp_path / "kbcopy" / "kb"
+    port = _free_port()
+    env = {**os.environ, "KB_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "kb_tools", "--kb", str(kb_dir), "serve",
+                             "--dev-addr", f"127.0.0.1:{port}", "--work", str(tmp_path / "src")],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/entries/lr-too-low/"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                assert "Learning rate far too small" in _get(url)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+                assert time.monotonic() < deadline, "kb serve did not start"
+                time.sleep(0.5)
+        path = kb_dir / "entries" / "optimizer" / "lr-too-low.yaml"
+        path.write_text(path.read_text().replace("Learning rate far too small", "Step size far too small"))
+        deadline = time.monotonic() + 60
+        while "Step size far too small" not in _get(url):
+            assert time.monotonic() < deadline, "the page did not follow the edit"
+            time.sleep(0.5)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+
+# ---------------------------------------------------------------- the shipped KB
+
+def test_shipped_kb_builds_strict_and_every_item_is_on_the_site(shipped_site):
+    report, kb = shipped_site
+    out = report.out
+    entry_pages = sorted(os.listdir(os.path.join(out, "entries")))
+    assert [p for p in entry_pages if p != "index.html"] == sorted(kb.entries)
+    source_pages = sorted(os.listdir(os.path.join(out, "sources")))
+    assert [p for p in source_pages if p != "index.html"] == sorted(kb.sources)
+    folklore = {b.attrs["data-quote"] for b in content(page(out, "folklore/")).find_all("div", class_="kb-quote")}
+    assert folklore == set(kb.quotes)
+    for e in kb.entries.values():
+        body = content(page(out, f"entries/{e.id}/"))
+        assert [b.attrs["data-quote"] for b in body.find_all("div", class_="kb-quote")] == e.evidence
+    for sid, s in kb.sources.items():
+        with open(os.path.join(os.path.dirname(kb.root), s.path), encoding="utf-8") as fh:
+            n = len(fh.read().splitlines())
+        assert len(page(out, f"sources/{sid}/").find_all("div", class_="kb-line")) == n
+    symptoms = content(page(out, "symptoms/")).find_all("li")
+    assert len(symptoms) == sum(len(e.symptoms) for e in kb.entries.values())
+    for e in kb.entries.values():
+        for alias in e.aliases:
+            assert os.path.exists(os.path.join(out, alias, "index.html")), alias
+    assert report.entries == len(kb.entries) and report.quotes == len(kb.quotes)
+    assert report.pages >= 1 + len(kb.entries) + len(kb.sources)
