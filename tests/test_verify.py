@@ -1,0 +1,326 @@
+"""kb verify: one test per defect kind, the formatting that must pass, --fix-lines, the CLI."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+
+import pytest
+import yaml
+
+from kb_tools import cli
+from kb_tools.load import load_kb
+from kb_tools.verify import KINDS, PackageTexts, normalise, quote_parts, verify_kb
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "verify")
+
+FRONT = textwrap.dedent("""\
+    ---
+    title: A field guide
+    author: Someone
+    url: https://example.org/guide
+    published: 2020-01-01
+    retrieved: 2026-11-22
+    coverage: excerpt
+    ---
+    """)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def make_kb(root, quotes, body=None, extra_sources=()):
+    """A KB with evidence/guide.md (the fixture text) and one quote file; returns kb/."""
+    (root / "kb" / "entries").mkdir(parents=True)
+    (root / "evidence").mkdir()
+    with open(os.path.join(FIXTURES, "guide.md"), encoding="utf-8") as fh:
+        (root / "evidence" / "guide.md").write_text(FRONT + (body if body is not None else fh.read()))
+    for sid, text in extra_sources:
+        (root / "evidence" / f"{sid}.md").write_text(text)
+    (root / "kb" / "quotes").mkdir()
+    (root / "kb" / "quotes" / "guide.yaml").write_text(yaml.safe_dump({"quotes": quotes}, sort_keys=False))
+    return root / "kb"
+
+
+def q(qid, text, lines, **kw):
+    return {"id": qid, "source": kw.pop("source", "guide"), "lines": lines, "text": text,
+            "themes": ["demo"], **kw}
+
+
+def kinds(kb_dir):
+    kb = load_kb(str(kb_dir), use_cache=False)
+    report = verify_kb(kb)
+    found = {d.quote: d for d in report.defects + report.unchecked}
+    return {qid: (found[qid].kind if qid in found else None) for qid in kb.quotes}, found, report
+
+
+# The fixture (tests/fixtures/verify/guide.md) body starts at file line 9.
+#  L10 "# Notes on training"
+#  L12-13 fox paragraph, L15-16 gradients paragraph, L18 scheduler line, L20 one-word line
+
+
+def test_verbatim_and_formatting_variants_pass(tmp_path):
+    quotes = [
+        q("exact", "The quick brown fox jumps over the lazy dog.", [12, 12]),
+        q("reflowed", "The quick brown\nfox   jumps over\n\nthe lazy dog.", [12, 12]),
+        q("emphasis", "It was a sunny day in the old town, and nobody noticed", [12, 13]),
+        q("curly-and-ellipsis", "in the \u201cold\u201d town, and nobody noticed\u2026 the fox at all.", [13, 13]),
+        q("straight-ellipsis", 'in the "old" town, and nobody noticed... the fox at all.', [13, 13]),
+        q("markup-in-quote", "Gradients **add up** by default; *zero* them each `iteration` before the next "
+                             "backward pass.", [15, 16]),
+        q("elided", "The quick brown fox [...] It was a sunny day [...] the fox at all.", [12, 13]),
+        q("elided-adjacent", "The quick brown fox [...] jumps over the lazy dog.", [12, 12]),
+        q("short-marked", "lazy dog", [12, 12], short=True),
+    ]
+    result, found, _ = kinds(make_kb(tmp_path, quotes))
+    assert result == {k["id"]: None for k in quotes}, {k: str(v) for k, v in found.items()}
+
+
+@pytest.mark.parametrize("text, lines, kind, needle", [
+    ("Overfit a tiny batch before you tune anything at all.", [12, 12], "not-found", "is not in"),
+    ("The quick brown cat jumps over the lazy dog.", [12, 12], "words-changed", "swapped 'fox' -> 'cat'"),
+    ("The quick brown fox jumps over the very lazy dog.", [12, 12], "words-changed", "added 'very'"),
+    ("The quick fox jumps over the lazy dog.", [12, 12], "words-changed", "dropped 'brown'"),
+    ("It was a sunny day [...] The quick brown fox jumps", [12, 12], "out-of-order", "not in the quoted order"),
+    ("The quick brown fox jumps over the", [12, 12], "truncated", "stops mid-sentence after 'the'"),
+    ("lazy dog", [12, 12], "too-short", "2 word(s)"),
+    ("The quick brown fox jumps over the lazy dog.", [15, 16], "wrong-lines", "the text is at L12-12"),
+])
+def test_each_defect_kind_has_its_own_message(tmp_path, text, lines, kind, needle):
+    result, found, _ = kinds(make_kb(tmp_path, [q("one", text, lines)]))
+    assert result == {"one": kind}
+    defect = found["one"]
+    assert needle in defect.message, str(defect)
+    assert defect.path.endswith("guide.yaml") and defect.line == 2
+    assert kind in KINDS
+
+
+def test_words_changed_reports_diff_and_passage_lines(tmp_path):
+    text = "Gradients add up by default; zero them every iteration before the next backward pass."
+    _, found, _ = kinds(make_kb(tmp_path, [q("g", text, [15, 16])]))
+    d = found["g"]
+    assert d.kind == "words-changed"
+    assert "swapped 'each' -> 'every'" in d.message
+    assert "[-each-]" in d.diff and "{+every+}" in d.diff
+    assert d.where.endswith("evidence/guide.md:L15-16") and d.lines == [15, 16]
+
+
+def test_elided_part_with_a_changed_word_names_the_part(tmp_path):
+    text = "The quick brown fox [...] It was a rainy day in the old town"
+    _, found, _ = kinds(make_kb(tmp_path, [q("p", text, [12, 13])]))
+    assert found["p"].kind == "words-changed"
+    assert found["p"].message.startswith("part 2 of 2: swapped 'sunny' -> 'rainy'")
+
+
+def test_unknown_source_suggests_the_near_id(tmp_path):
+    _, found, _ = kinds(make_kb(tmp_path, [q("u", "The quick brown fox jumps over the lazy dog.", [12, 12],
+                                             source="guid")]))
+    assert found["u"].kind == "unknown-source"
+    assert "evidence/guid.md" in found["u"].message and "did you mean 'guide'" in found["u"].message
+
+
+def test_missing_cache_file_is_unknown_source(tmp_path):
+    kb_dir = make_kb(tmp_path, [q("m", "The quick brown fox jumps over the lazy dog.", [12, 12])])
+    kb = load_kb(str(kb_dir), use_cache=False)
+    os.remove(tmp_path / "evidence" / "guide.md")  # deleted after loading: the cache file is gone
+    report = verify_kb(kb)
+    assert [d.kind for d in report.defects] == ["unknown-source"]
+    assert "cannot read the cache file" in report.defects[0].message
+
+
+def test_ending_at_a_sentence_or_with_an_elision_mark_is_not_truncated(tmp_path):
+    quotes = [q("marked", "The quick brown fox jumps over the [...]", [12, 12]),
+              q("marked-dots", "The quick brown fox jumps over the...", [12, 12]),
+              q("colon", "Second thought: gradients add up by default;", [15, 15]),
+              q("para-end", "the lr scheduler only after the optimizer", [18, 18])]
+    result, found, _ = kinds(make_kb(tmp_path, quotes))
+    assert result == {k["id"]: None for k in quotes}, {k: str(v) for k, v in found.items()}
+
+
+def test_repeated_text_prefers_the_cited_occurrence(tmp_path):
+    body = ("\nAlways check the loss at init.\n\nfiller line\n\nAlways check the loss at init.\n")
+    quotes = [q("first", "Always check the loss at init.", [10, 10]),
+              q("second", "Always check the loss at init.", [14, 14]),
+              q("neither", "Always check the loss at init.", [12, 12])]
+    result, found, _ = kinds(make_kb(tmp_path, quotes, body=body))
+    assert result == {"first": None, "second": None, "neither": "wrong-lines"}
+    assert found["neither"].found in ([10, 10], [14, 14])
+
+
+# ---------------------------------------------------------------- package sources
+
+PKG_SOURCE = FRONT.replace("coverage: excerpt", "coverage: excerpt\npackage: fakepkg\nversion: \"1.0\"") + \
+    "## `fakepkg.Widget.step` (docstring)\n\nnot used by the check\n\n## `fakepkg.Widget` (docstring)\n"
+
+
+@pytest.fixture
+def fakepkg(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    (site / "fakepkg").mkdir(parents=True)
+    (site / "fakepkg" / "__init__.py").write_text(textwrap.dedent('''\
+        import warnings
+
+
+        class Widget:
+            """A widget for tests.
+
+            Turning the :class:`~fakepkg.Knob` past ``11`` makes the widget
+            louder, which is the whole point of a widget.
+            """
+
+            def step(self):
+                """Advance the widget by one step."""
+                warnings.warn("Detected a call of `step()` before `start()`. "
+                              "Call them in the other order.")
+        '''))
+    (site / "fakepkg-1.0.dist-info").mkdir()
+    (site / "fakepkg-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: fakepkg\nVersion: 1.0\n\n")
+    monkeypatch.syspath_prepend(str(site))
+    sys.modules.pop("fakepkg", None)
+    yield site
+    sys.modules.pop("fakepkg", None)
+
+
+def test_package_quotes_check_the_installed_docstring_and_messages(tmp_path, fakepkg):
+    quotes = [
+        {"id": "doc", "source": "pkg", "object": "fakepkg.Widget", "themes": ["demo"],
+         "text": "Turning the Knob past 11 makes the widget louder, which is the whole point of a widget."},
+        {"id": "msg", "source": "pkg", "object": "fakepkg.Widget.step", "themes": ["demo"],
+         "text": "Detected a call of step() before start(). Call them in the other order."},
+        {"id": "changed", "source": "pkg", "object": "fakepkg.Widget", "themes": ["demo"],
+         "text": "Turning the Knob past 12 makes the widget louder, which is the whole point of a widget."},
+        {"id": "wrong-object", "source": "pkg", "object": "fakepkg.Widget.step", "themes": ["demo"],
+         "text": "Turning the Knob past 11 makes the widget louder, which is the whole point of a widget."},
+        {"id": "no-object", "source": "pkg", "object": "fakepkg.Gadget", "themes": ["demo"],
+         "text": "Turning the Knob past 11 makes the widget louder, which is the whole point of a widget."},
+    ]
+    kb_dir = make_kb(tmp_path, quotes, extra_sources=[("pkg", PKG_SOURCE)])
+    result, found, report = kinds(kb_dir)
+    assert result == {"doc": None, "msg": None, "changed": "words-changed", "wrong-object": "wrong-lines",
+                      "no-object": "unknown-source"}, {k: str(v) for k, v in found.items()}
+    assert report.packages == {"fakepkg": "1.0"}
+    assert "fakepkg.Widget docstring (fakepkg 1.0)" in found["changed"].where
+    assert "the text is in fakepkg.Widget" in found["wrong-object"].message
+
+
+def test_package_texts_are_cached_per_installed_version(tmp_path, fakepkg):
+    cache = tmp_path / "pkgcache"
+    first = PackageTexts(str(cache))
+    assert first.segments("fakepkg", "fakepkg.Widget")[0][0] == "docstring"
+    first.save()
+    (fakepkg / "fakepkg" / "__init__.py").write_text('class Widget:\n    """Rewritten."""\n')
+    assert PackageTexts(str(cache)).segments("fakepkg", "fakepkg.Widget")[0][1].startswith("A widget")
+    (fakepkg / "fakepkg-1.0.dist-info" / "METADATA").write_text("Name: fakepkg\nVersion: 1.1\n\n")
+    import importlib
+    sys.modules.pop("fakepkg", None)
+    importlib.invalidate_caches()
+    assert PackageTexts(str(cache)).segments("fakepkg", "fakepkg.Widget") == [("docstring", "Rewritten.")]
+
+
+def test_absent_package_is_unchecked_and_strict_fails(tmp_path, capsys):
+    source = PKG_SOURCE.replace("package: fakepkg", "package: no-such-package-kb-test")
+    quotes = [{"id": "gone", "source": "pkg", "object": "no_such_package_kb_test.Thing", "themes": ["demo"],
+               "text": "Some words that cannot be checked on this machine at all."},
+              q("fine", "The quick brown fox jumps over the lazy dog.", [12, 12])]
+    kb_dir = make_kb(tmp_path, quotes, extra_sources=[("pkg", source)])
+    result, found, report = kinds(kb_dir)
+    assert result == {"gone": "unchecked", "fine": None}
+    assert report.ok() and not report.ok(strict=True) and report.passed == 1
+    assert cli.main(["--kb", str(kb_dir), "verify"]) == 0
+    out = capsys.readouterr().out
+    assert "1 unchecked" in out and "no-such-package-kb-test not installed" in out
+    assert cli.main(["--kb", str(kb_dir), "verify", "--strict"]) == 1
+
+
+# ---------------------------------------------------------------- --fix-lines
+
+QUOTE_FILE = textwrap.dedent("""\
+    # Quotes from the guide; comments must survive --fix-lines.
+    quotes:
+      - id: flow            # the usual form
+        source: guide
+        lines: [40, 41]     # stale
+        text: >-
+          The quick brown fox jumps
+          over the lazy dog.
+        themes: [demo]
+      - id: block
+        source: guide
+        lines:
+          - 1
+          - 2
+        text: "Gradients add up by default; zero them each iteration before the next backward pass."
+        themes: [demo]
+      - id: scalar
+        source: guide
+        lines: 3
+        text: 'the lr scheduler only after the optimizer'
+        themes: [demo]
+      - id: untouched
+        source: guide
+        lines: [12, 12]
+        text: The quick brown fox jumps over the lazy dog.
+        themes: [demo]
+    """)
+
+
+def test_fix_lines_rewrites_only_the_line_values(tmp_path, capsys):
+    kb_dir = make_kb(tmp_path, [])
+    path = kb_dir / "quotes" / "guide.yaml"
+    path.write_text(QUOTE_FILE)
+    assert cli.main(["--kb", str(kb_dir), "verify"]) == 1
+    assert cli.main(["--kb", str(kb_dir), "verify", "--fix-lines"]) == 0
+    out = capsys.readouterr().out
+    assert "fixed lines in kb/quotes/guide.yaml" in out and "4 verbatim, 0 failed" in out
+    after = path.read_text()
+    expected = (QUOTE_FILE.replace("lines: [40, 41]     # stale", "lines: [12, 12]     # stale")
+                .replace("lines:\n      - 1\n      - 2\n", "lines:\n      - 15\n      - 16\n")
+                .replace("lines: 3\n", "lines: 18\n"))
+    assert after == expected
+    assert not [n for n in os.listdir(path.parent) if n.endswith(".tmp")]
+    assert cli.main(["--kb", str(kb_dir), "verify", "--fix-lines"]) == 0
+    assert path.read_text() == expected  # a clean KB is left alone
+
+
+def test_fix_lines_leaves_other_defects_and_fails(tmp_path, capsys):
+    kb_dir = make_kb(tmp_path, [q("bad", "The quick brown cat jumps over the lazy dog.", [40, 40])])
+    before = (kb_dir / "quotes" / "guide.yaml").read_text()
+    assert cli.main(["--kb", str(kb_dir), "verify", "--fix-lines"]) == 1
+    assert (kb_dir / "quotes" / "guide.yaml").read_text() == before
+    assert "words-changed" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- CLI contract
+
+def test_cli_json_report_and_exit_codes(tmp_path, capsys):
+    kb_dir = make_kb(tmp_path, [q("ok", "The quick brown fox jumps over the lazy dog.", [12, 12]),
+                                q("bad", "The quick brown fox jumps over the lazy dog.", [13, 13])])
+    assert cli.main(["verify", "--kb", str(kb_dir), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["quotes"] == 2 and report["passed"] == 1 and report["failed"] == 1
+    (defect,) = report["defects"]
+    assert defect["kind"] == "wrong-lines" and defect["quote"] == "bad" and defect["found"] == [12, 12]
+    assert defect["path"] == "kb/quotes/guide.yaml" and defect["line"] == 10
+
+
+def test_cli_usage_error_exits_2(tmp_path, capsys):
+    assert cli.main(["verify", "--no-such-flag"]) == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_broken_quote_file_fails_verify(tmp_path, capsys):
+    kb_dir = make_kb(tmp_path, [q("ok", "The quick brown fox jumps over the lazy dog.", [12, 12])])
+    (kb_dir / "quotes" / "more.yaml").write_text("quotes:\n  - id: [unclosed\n")
+    assert cli.main(["--kb", str(kb_dir), "verify"]) == 1
+    assert "KB001" in capsys.readouterr().out
+
+
+def test_normalisation_keeps_lines_and_reduces_markup():
+    text = "See :class:`~torch.nn.LogSoftmax` and\n:meth:`self.train(False) <torch.nn.Module.train>` [x](http://a.b)"
+    out = normalise(text)
+    assert out.count("\n") == text.count("\n")
+    words = [t[0] for part in quote_parts(out) for t in part]
+    assert words == ["see", "logsoftmax", "and", "self.train", "false", "x"]

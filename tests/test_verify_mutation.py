@@ -1,0 +1,134 @@
+"""Every shipped quote, mutated in each way a misquote happens, must be caught with the right kind;
+every formatting-only variant must pass. Also: the shipped KB is clean, and fast to verify."""
+from __future__ import annotations
+
+import collections
+import re
+import time
+
+import pytest
+
+from kb_tools.load import load_kb
+from kb_tools.model import Quote
+from kb_tools.verify import _ELISION, _ENDS_ELIDED, Context, PackageTexts, check_quote, verify_kb
+
+WORD = re.compile(r"\w+(?:['./\-]\w+)*")
+# a word that is in no shipped source, so a swap or insertion always changes the text
+ALIEN = "zebra"
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory):
+    """The shipped KB and a context whose package-text cache lives in a private directory."""
+    pytest.importorskip("torch")
+    kb = load_kb(use_cache=False)
+    assert kb.quotes, "the shipped KB has no quotes"
+    return kb, Context(kb, PackageTexts(str(tmp_path_factory.mktemp("pkgcache"))))
+
+
+def _clone(quote, **changes):
+    data = quote.to_dict()
+    data.update(changes)
+    return Quote(**data)
+
+
+def _interior(text):
+    """Word matches, and the indexes of words that touch neither an end nor an elision mark
+    (dropping a word next to `[...]` only widens the elision, which is not a misquote)."""
+    words = list(WORD.finditer(text))
+    edge = {0, len(words) - 1}
+    for mark in _ELISION.finditer(text):
+        before = [i for i, w in enumerate(words) if w.end() <= mark.start()]
+        after = [i for i, w in enumerate(words) if w.start() >= mark.end()]
+        edge.update(before[-1:] + after[:1])
+    return words, [i for i in range(len(words)) if i not in edge]
+
+
+def mutants(quote, kb):
+    """(name, expected kind or None, mutated quote) for one quote: 7 defects, 3 benign variants."""
+    text = quote.text
+    words, inner = _interior(text)
+    pick = words[inner[len(inner) // 2]] if inner else words[len(words) // 2]
+    yield "word swapped", "words-changed", _clone(quote, text=text[:pick.start()] + ALIEN + text[pick.end():])
+    yield "word dropped", "words-changed", _clone(quote, text=text[:pick.start()] + text[pick.end():].lstrip())
+    yield "word inserted", "words-changed", _clone(quote, text=text[:pick.start()] + ALIEN + " " + text[pick.start():])
+
+    parts = [p.strip() for p in _ELISION.split(text) if WORD.search(p)]
+    if len(parts) < 2:  # no elision yet: make two parts at the middle word
+        cut = words[len(words) // 2].start()
+        parts = [text[:cut].strip(), text[cut:].strip()]
+    yield "elided parts reversed", "out-of-order", _clone(quote, text=f"{parts[1]} [...] {parts[0]}")
+
+    if quote.lines:
+        yield "line range shifted", "wrong-lines", _clone(quote, lines=[quote.lines[0] + 3, quote.lines[1] + 3])
+    else:  # a package quote's coordinate is its object
+        yield "object changed", "wrong-lines", _clone(quote, object="torch.nn.MSELoss")
+
+    body = _ENDS_ELIDED.sub("", text.rstrip())
+    body_words = list(WORD.finditer(body))
+    cut = body_words[-2 if len(body_words) > 3 else -1].start()
+    yield "last words cut", "truncated", _clone(quote, text=body[:cut].rstrip(" ,;:-(\"'*`"))
+
+    yield "source id changed", "unknown-source", _clone(quote, source=quote.source + "s")
+
+    pieces = text.split(" ")
+    reflowed = "".join(p + ("\n" if i % 4 == 3 else "   ") for i, p in enumerate(pieces)).strip()
+    yield "reflowed", None, _clone(quote, text=reflowed)
+    curly = re.sub(r'"([^"]*)"', "\u201c\\1\u201d", text.replace("'", "\u2019").replace("...", "\u2026"))
+    yield "curly quotes, ellipsis character", None, _clone(quote, text=curly)
+    yield "emphasis", None, _clone(quote, text=text[:pick.start()] + "**" + pick.group(0) + "**" + text[pick.end():])
+
+
+def test_every_mutant_is_caught_with_its_kind(shipped, capsys):
+    kb, ctx = shipped
+    counts, misses = collections.Counter(), []
+    for quote in kb.quotes.values():
+        for name, expected, mutant in mutants(quote, kb):
+            defect = check_quote(mutant, ctx)
+            got = defect.kind if defect else None
+            counts[(name, expected, got == expected)] += 1
+            if got != expected:
+                misses.append(f"{quote.id} / {name}: expected {expected}, got {got}: "
+                              f"{defect.message if defect else 'passed'} | {mutant.text!r}")
+    n = len(kb.quotes)
+    with capsys.disabled():
+        print(f"\nmutation test over {n} shipped quotes:")
+        for (name, expected, ok), count in sorted(counts.items(), key=lambda kv: str(kv[0])):
+            print(f"  {name:<34} -> {str(expected):<15} {'caught/passed' if ok else 'MISSED'}: {count}")
+        caught = sum(c for (_, e, ok), c in counts.items() if ok and e)
+        benign = sum(c for (_, e, ok), c in counts.items() if ok and e is None)
+        print(f"  defect mutants caught with the right kind: {caught}; benign variants passed: {benign}")
+    assert not misses, "\n".join(misses[:30])
+    per_name = collections.Counter()
+    for (name, _, _), count in counts.items():
+        per_name[name.replace("object changed", "line range shifted")] += count
+    assert set(per_name.values()) == {n}, per_name  # every quote got every mutant
+
+
+def test_shipped_kb_is_clean_and_verifies_in_under_a_second(shipped, tmp_path, monkeypatch, capsys):
+    kb, ctx = shipped
+    cache = tmp_path / "cache"
+    cold_start = time.perf_counter()
+    cold = verify_kb(kb, packages=PackageTexts(str(cache)))
+    cold_s = time.perf_counter() - cold_start
+    assert cold.ok(strict=True), "\n".join(str(d) for d in cold.defects + cold.unchecked)
+    assert cold.packages.get("torch"), cold.packages
+    fresh = load_kb(use_cache=False)
+    warm_start = time.perf_counter()
+    warm = verify_kb(fresh, packages=PackageTexts(str(cache)))
+    warm_s = time.perf_counter() - warm_start
+    with capsys.disabled():
+        print(f"\nverify {warm.quotes} shipped quotes: {warm_s * 1000:.0f} ms with package texts cached "
+              f"(first run, reading torch {warm.packages['torch']}: {cold_s * 1000:.0f} ms)")
+    assert warm.ok(strict=True) and warm.quotes == len(kb.quotes)
+    assert warm_s < 1.0
+
+
+def test_shipped_kb_has_enough_quotes_and_sources(shipped):
+    kb, _ = shipped
+    cited = {q.source for q in kb.quotes.values()}
+    assert len(kb.quotes) >= 60 and len(cited) >= 12
+    for quote in kb.quotes.values():
+        source = kb.sources[quote.source]
+        assert bool(quote.object) == bool(source.package), quote.id  # packages by object, files by lines
+        assert quote.themes, quote.id
