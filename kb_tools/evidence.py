@@ -78,7 +78,10 @@ def fetch(url: str, timeout: float = TIMEOUT, max_bytes: int = MAX_BYTES):
                         resp.fp.raw._sock.settimeout(left)  # each wait is bounded by what is left
                     except (AttributeError, OSError):
                         pass
-                chunk = resp.read1(65536)
+                try:
+                    chunk = resp.read1(65536)
+                except (socket.timeout, TimeoutError):
+                    raise EvidenceError(f"{url}: download took longer than {timeout:g}s (--timeout)") from None
                 if not chunk:
                     break
                 total += len(chunk)
@@ -204,7 +207,7 @@ def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, aut
     }
     if "://" in target and front["url"] != target:
         front["note"] = f"fetched from {target}"
-    lines = ["---"] + [f"{k}: {_yaml_value(v)}" for k, v in front.items()] + ["---", ""]
+    lines = ["---"] + [f"{k}: {_yaml_value(v)}" for k, v in front.items()] + ["---", "", ""]
     content = "\n".join(lines) + text
     path = os.path.join(evidence_dir, f"{source_id}.md")
     tmp = f"{path}.{os.getpid()}.tmp"
