@@ -29,7 +29,7 @@ import time
 
 from .model import AREAS
 
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_NAME = os.path.join("artifacts", "snippet-results.json")
 WORK_MARKER = ".kb-site-src"
 SITE_MARKER = ".kb-site"
@@ -69,6 +69,23 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 
 class SiteError(Exception):
     """The site cannot be generated or built; the message says why, in one line."""
+
+
+def project_root() -> str:
+    """The folder with mkdocs.yml and site_templates/: this package's checkout, a copy
+    bundled in the package, or the current directory or one above it (for a
+    non-editable install run from a checkout, as `make run` does)."""
+    candidates = [os.path.dirname(PACKAGE_DIR), os.path.join(PACKAGE_DIR, "_data")]
+    here = os.path.abspath(os.getcwd())
+    while True:
+        candidates.append(here)
+        if os.path.dirname(here) == here:
+            break
+        here = os.path.dirname(here)
+    for c in candidates:
+        if os.path.isfile(os.path.join(c, "mkdocs.yml")) and os.path.isdir(os.path.join(c, "site_templates")):
+            return c
+    raise SiteError("no mkdocs.yml with site_templates/ found: run kb build from a checkout of the project")
 
 
 # ---------------------------------------------------------------- escaping
@@ -328,9 +345,9 @@ def _environment(templates: str):
 
 def render_pages(kb, results=None, templates: str | None = None) -> dict:
     """Every generated file of the docs folder: relative path -> text."""
-    templates = templates or os.path.join(PROJECT_ROOT, "site_templates")
+    templates = templates or os.path.join(project_root(), "site_templates")
     if not os.path.isdir(templates):
-        raise SiteError(f"{templates}: no site templates (kb build runs from a checkout of the project)")
+        raise SiteError(f"{templates}: no site templates here")
     import jinja2
     env = _environment(templates)
     ctx = _Context(kb, results)
@@ -431,9 +448,9 @@ def write_docs(docs_dir: str, pages: dict) -> int:
 def generate(kb, work_dir: str, results_path: str | None = None, templates: str | None = None,
              base_config: str | None = None) -> str:
     """Write <work>/docs and <work>/mkdocs.yml for this KB; returns the config path."""
-    base_config = base_config or os.path.join(PROJECT_ROOT, "mkdocs.yml")
+    base_config = base_config or os.path.join(project_root(), "mkdocs.yml")
     if not os.path.isfile(base_config):
-        raise SiteError(f"{base_config}: not found (kb build runs from a checkout of the project)")
+        raise SiteError(f"{base_config}: not found")
     pages = render_pages(kb, load_results(results_path), templates)
     work_dir = os.path.abspath(work_dir)
     _claim(work_dir, WORK_MARKER, "work")
@@ -475,16 +492,23 @@ def _quiet_mkdocs():
 
 
 def default_work_dir() -> str:
-    return os.path.join(PROJECT_ROOT, "build", "site-src")
+    return os.path.join(project_root(), "build", "site-src")
 
 
 def default_out_dir() -> str:
-    return os.path.join(PROJECT_ROOT, "site")
+    return os.path.join(project_root(), "site")
 
 
 def default_results(kb) -> str:
-    """artifacts/snippet-results.json beside the KB (the project root for the shipped KB)."""
-    return os.path.join(os.path.dirname(kb.root), RESULTS_NAME)
+    """artifacts/snippet-results.json beside the KB; for the copy of the shipped KB
+    bundled in the package, the one in the project checkout."""
+    parent = os.path.dirname(kb.root)
+    if parent == os.path.join(PACKAGE_DIR, "_data"):
+        try:
+            parent = project_root()
+        except SiteError:
+            pass
+    return os.path.join(parent, RESULTS_NAME)
 
 
 def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
@@ -551,7 +575,7 @@ def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | No
 
     from .load import load_kb
 
-    templates = templates or os.path.join(PROJECT_ROOT, "site_templates")
+    templates = templates or os.path.join(project_root(), "site_templates")
     work_dir = os.path.abspath(work_dir or default_work_dir())
     kb = load_kb(kb_root)
     if kb.problems:

@@ -315,6 +315,14 @@ def test_yaml_text_cannot_inject_markup_or_script(fixture_site):
         assert not [n.tag for n in body.iter() if n.tag in ("img", "b", "script", "iframe")], url
         assert not [n for n in body.iter() if n.tag in ("strong", "em") and n.text() in ("bold", "under", "stars")], url
         assert body.by_id("not-a-heading") is None
+    title = kb.entries["double-softmax"].title
+    assert "</title>" in title
+    for url in pages + [""]:
+        root = page(out, url)  # the title shows in <title>, the header and the nav of every page
+        nav_titles = [norm(a.text()) for a in root.find_all("a") if "/entries/double-softmax/" in
+                      urllib.parse.urljoin(f"/{url}", a.attrs.get("href", ""))]
+        assert rendered(title) in nav_titles, url
+    assert norm(page(out, "entries/double-softmax/").find_all("title")[0].text()).startswith(rendered(title))
     entry_text = norm(content(page(out, "entries/double-softmax/")).text())
     assert rendered(symptom) in entry_text and rendered(quote.text) in entry_text
     assert rendered(symptom) in norm(content(page(out, "symptoms/")).text())
