@@ -65,7 +65,8 @@ def generate_kb(src_kb: str, dest: str, count: int) -> str:
     for n in range(count):
         e = shipped[n % len(shipped)]
         eid = e.id if n < len(shipped) else f"{e.id}-v{n}"
-        data = {k: v for k, v in e.to_dict().items() if k not in ("path", "lines", "snippet_line")}
+        data = {k: v for k, v in e.to_dict().items()
+                if k not in ("path", "lines", "snippet_line") and v is not None}
         data.update(id=eid, aliases=[], see_also=[], evidence=[],
                     symptoms=[s + " " + " ".join(rng.sample(words, 3)) for s in e.symptoms])
         path = os.path.join(kb_dir, "entries", e.area, f"{eid}.yaml")
@@ -88,6 +89,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
         env = {**os.environ, "KB_CACHE_DIR": os.path.join(tmp, "cache")}
         env.pop("KB_PATH", None)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # as on a user's machine: modules load from .pyc
         small = measure(shipped, args.runs, env)
         print(f"shipped KB ({len(load_kb(shipped).entries)} entries): python -c pass {small['python_ms']:.1f} ms, "
               f"kb search {small['search_ms']:.1f} ms, ratio {small['search_ms'] / small['python_ms']:.2f}x "

@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from kb_tools.load import load_kb  # noqa: E402
-from kb_tools.search import evaluate, load_queries, rank, rank_fuzzy  # noqa: E402
+from kb_tools.search import build_index, evaluate, load_queries, rank, rank_fuzzy  # noqa: E402
 
 
 def _tokens(text: str) -> list:
@@ -35,7 +35,7 @@ def bm25_ranker(kb):
                               e.cause, e.fix])) for e in entries]
     model = BM25Okapi(docs)
 
-    def ranker(kb, query, limit):
+    def ranker(query, limit):
         scores = model.get_scores(_tokens(query))
         order = sorted(range(len(entries)), key=lambda i: -scores[i])
         return [entries[i].id for i in order[:limit] if scores[i] > 0]
@@ -49,16 +49,17 @@ def main() -> int:
     args = parser.parse_args()
 
     kb = load_kb(use_cache=False)
+    index = build_index(kb)
     queries = load_queries(args.queries)
     rankers = {
-        "kb rank": lambda kb, q, k: [h.entry.id for h in rank(kb, q, k)],
-        "rapidfuzz": lambda kb, q, k: [h.entry.id for h in rank_fuzzy(kb.entries.values(), q, k)],
+        "kb rank": lambda q, k: [h.id for h in rank(index, q, k)],
+        "rapidfuzz": lambda q, k: [h.id for h in rank_fuzzy(kb.entries.values(), q, k)],
         "BM25": bm25_ranker(kb),
     }
     rows = []
     for name, ranker in rankers.items():
         start = time.perf_counter()
-        report = evaluate(kb, queries, ranker)
+        report = evaluate(index, queries, ranker)
         per_query_ms = (time.perf_counter() - start) * 1000 / max(report["queries"], 1)
         rows.append((name, report, per_query_ms))
     kinds = sorted({q.get("kind", "") for q in queries})
@@ -70,7 +71,7 @@ def main() -> int:
         by_kind = []
         for kind in kinds:
             subset = [q for q in queries if q.get("kind", "") == kind]
-            by_kind.append(f"{evaluate(kb, subset, rankers[name])['hit@3']:.2f}")
+            by_kind.append(f"{evaluate(index, subset, rankers[name])['hit@3']:.2f}")
         print(f"| {name} | {report['hit@1']:.3f} | {report['hit@3']:.3f} | {report['mrr']:.3f} | "
               + " | ".join(by_kind) + f" | {ms:.2f} |")
     return 0

@@ -43,10 +43,16 @@ def _load(args, require_clean: bool = True):
         kb = load_kb(args.kb)
     except KBError as exc:
         raise Failure(str(exc)) from None
-    if require_clean and kb.problems:
-        more = f" (and {len(kb.problems) - 1} more; run `kb check`)" if len(kb.problems) > 1 else ""
-        raise Failure(f"the KB is invalid: {kb.problems[0]}{more}")
+    if require_clean:
+        _fail_if_invalid(kb.problems)
     return kb
+
+
+def _fail_if_invalid(problems) -> None:
+    """An invalid KB stops a command with its first problem, in one line."""
+    if problems:
+        more = f" (and {len(problems) - 1} more; run `kb check`)" if len(problems) > 1 else ""
+        raise Failure(f"the KB is invalid: {problems[0]}{more}")
 
 
 def _entry_or_fail(kb, name: str):
@@ -76,13 +82,18 @@ def cmd_check(args) -> int:
 
 def cmd_search(args) -> int:
     """Rank entries for a symptom query."""
-    from .search import QueryError, search
+    from .load import KBError
+    from .search import QueryError, load_index, search
     query = " ".join(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    kb = _load(args)
     try:
-        hits = search(kb, query, limit=args.limit, area=args.area, tag=args.tag)
+        index = load_index(args.kb)
+    except KBError as exc:
+        raise Failure(str(exc)) from None
+    _fail_if_invalid(index["problems"])
+    try:
+        hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag)
     except QueryError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -91,11 +102,10 @@ def cmd_search(args) -> int:
     if not hits:
         print("no entry matches that well; try the words you see in the log, e.g. \"loss flat\"")
         return EXIT_OK
-    width = max(len(h.entry.id) for h in hits)
+    width = max(len(h.id) for h in hits)
     for n, hit in enumerate(hits, 1):
-        e = hit.entry
         flag = "  (low confidence)" if hit.low_confidence else ""
-        print(f"{n:2d}. {_style(e.id.ljust(width), '1')}  {e.title}  [{e.area}]  {hit.score:.0f}{flag}")
+        print(f"{n:2d}. {_style(hit.id.ljust(width), '1')}  {hit.title}  [{hit.area}]  {hit.score:.0f}{flag}")
         print(f"    {_style('matched:', '2')} {hit.matched}")
     return EXIT_OK
 
@@ -131,7 +141,7 @@ def cmd_snippet(args) -> int:
 def cmd_eval(args) -> int:
     """Score the search ranking on labelled queries: hit@1, hit@3, MRR, and each miss."""
     from .load import KBError
-    from .search import evaluate, load_queries
+    from .search import build_index, evaluate, load_queries
     path = args.queries or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                         "tests", "queries.yaml")
     kb = _load(args)
@@ -139,7 +149,7 @@ def cmd_eval(args) -> int:
         queries = load_queries(path)
     except KBError as exc:
         raise Failure(str(exc)) from None
-    report = evaluate(kb, queries)
+    report = evaluate(build_index(kb), queries)
     if args.json:
         _print_json(report)
     else:

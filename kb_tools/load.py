@@ -102,82 +102,92 @@ def _files(top: str, suffixes: tuple) -> list:
 
 # ---------------------------------------------------------------- caching
 
-def _cache_path(kb_root: str) -> str | None:
+def _cache_path(kb_root: str, name: str) -> str:
     base = os.environ.get("KB_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kb-tools")
-    import hashlib
-    key = hashlib.sha1(kb_root.encode()).hexdigest()[:16]
-    return os.path.join(base, f"kb-{key}.marshal")
+    import zlib  # not hashlib: a name clash only costs a rebuild, since the stored key holds every path
+    key = f"{zlib.crc32(kb_root.encode()):08x}{zlib.adler32(kb_root.encode()):08x}"
+    return os.path.join(base, f"{key}.{name}.marshal")
 
 
-def _signature(paths: list) -> tuple:
+def kb_files(root: str) -> list:
+    """Every file whose content the loaded KB depends on."""
+    return [p for p in (os.path.join(root, SYNONYMS_FILE),) if os.path.exists(p)] \
+        + _files(os.path.join(root, "entries"), (".yaml", ".yml")) \
+        + _files(os.path.join(root, "quotes"), (".yaml", ".yml")) \
+        + _files(evidence_dir(root), (".md", ".txt"))
+
+
+def kb_signature(root: str) -> tuple:
+    """Changes whenever any KB file is added, removed or written (a write always moves ctime)."""
     sig = [CACHE_FORMAT, sys.version_info[:2]]
-    for p in paths:
+    for p in kb_files(root):
         st = os.stat(p)
         sig.append((p, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
     return tuple(sig)
 
 
-def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
-    """Load and validate the KB at `kb_root` (see find_kb_root), from cache when unchanged."""
-    root = find_kb_root(kb_root)
-    ev_dir = evidence_dir(root)
-    paths = [p for p in (os.path.join(root, SYNONYMS_FILE),) if os.path.exists(p)] \
-        + _files(os.path.join(root, "entries"), (".yaml", ".yml")) \
-        + _files(os.path.join(root, "quotes"), (".yaml", ".yml")) \
-        + _files(ev_dir, (".md", ".txt"))
-    if not use_cache or os.environ.get("KB_NO_CACHE"):
-        return _parse(root, ev_dir)
+def _caching() -> bool:
+    return not os.environ.get("KB_NO_CACHE")
+
+
+def _read_cache(path: str, key):
+    """The value stored under `key`, or None when absent, unreadable or stale."""
     import marshal
-    signature = _signature(paths)
-    cache = _cache_path(root)
     try:
-        with open(cache, "rb") as fh:
-            stored_sig, data = marshal.load(fh)
-        if stored_sig == signature:
-            kb = _from_plain(root, data)
-            kb.signature = signature
-            return kb
-    except (OSError, EOFError, ValueError, TypeError, KeyError):
-        pass
-    kb = _parse(root, ev_dir)
-    kb.signature = signature
-    _write_cache(cache, (signature, _to_plain(kb)))
-    return kb
+        with open(path, "rb") as fh:
+            stored_key, value = marshal.loads(fh.read())  # loads(read()) is far faster than load(fh)
+        return value if stored_key == key else None
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
 
 
-def _write_cache(path: str, value) -> None:
+def _write_cache(path: str, key, value) -> None:
     import marshal
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as fh:
-            marshal.dump(value, fh)
+            fh.write(marshal.dumps((key, value)))
         os.replace(tmp, path)
     except OSError:
         pass  # an unwritable cache only costs speed
 
 
-def cached_derived(kb: KB, name: str, version: int, build):
-    """`build(kb)`, cached beside the KB cache and rebuilt whenever the KB's files change.
+def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
+    """Load and validate the KB at `kb_root` (see find_kb_root), from cache when unchanged."""
+    root = find_kb_root(kb_root)
+    if not use_cache or not _caching():
+        return _parse(root, evidence_dir(root))
+    signature = kb_signature(root)
+    path = _cache_path(root, "kb")
+    data = _read_cache(path, signature)
+    if data is not None:
+        try:
+            return _from_plain(root, data)
+        except (KeyError, TypeError):
+            pass  # written by an older layout: rebuild
+    kb = _parse(root, evidence_dir(root))
+    _write_cache(path, signature, _to_plain(kb))
+    return kb
 
-    For data derived from the whole KB (the search index) that is too slow to
-    rebuild on every call; `build` must return plain, marshal-able values.
+
+def cached_derived(kb_root: str | None, name: str, version: int, build):
+    """`build(kb)` for the KB at `kb_root`, cached until any KB file changes.
+
+    For data derived from the whole KB (the search index) that a command needs
+    without the KB itself: on a hit the KB is not even loaded. `build` must
+    return plain, marshal-able values.
     """
-    if kb.signature is None:
-        return build(kb)
-    import marshal
-    path = _cache_path(kb.root).replace(".marshal", f".{name}.marshal")
-    key = (version, kb.signature)
-    try:
-        with open(path, "rb") as fh:
-            stored_key, value = marshal.load(fh)
-        if stored_key == key:
-            return value
-    except (OSError, EOFError, ValueError, TypeError):
-        pass
-    value = build(kb)
-    _write_cache(path, (key, value))
+    root = find_kb_root(kb_root)
+    if not _caching():
+        return build(load_kb(root, use_cache=False))
+    key = (version, kb_signature(root))
+    path = _cache_path(root, name)
+    value = _read_cache(path, key)
+    if value is None:
+        value = build(load_kb(root))
+        _write_cache(path, key, value)
     return value
 
 

@@ -126,7 +126,7 @@ class Problem(_Record):
 class KB:
     """A loaded knowledge base: everything in it, plus what was wrong with it."""
 
-    __slots__ = ("root", "entries", "quotes", "sources", "problems", "aliases", "synonyms", "signature")
+    __slots__ = ("root", "entries", "quotes", "sources", "problems", "aliases", "synonyms")
 
     def __init__(self, root, entries, quotes, sources, problems, synonyms=()):
         self.root = root
@@ -135,7 +135,6 @@ class KB:
         self.sources = sources      # id -> Source
         self.problems = problems    # list of Problem
         self.synonyms = list(synonyms)  # groups of interchangeable search terms
-        self.signature = None       # the files' stat signature when loaded through the cache
         self.aliases = {a.lower(): e.id for e in entries.values() for a in (e.aliases or ())}
 
     def resolve(self, name: str) -> Entry | None:

@@ -108,9 +108,10 @@ def build_index(kb) -> dict:
     """Plain data (marshal-able) for ranking: postings, lengths, symptom lines, phrases."""
     phrases = build_phrase_table(kb.synonyms)
     longest = max((len(k) for k in phrases), default=1)
-    ids, lengths, lines, postings = [], [], [], {}
+    ids, lengths, lines, postings, shown = [], [], [], {}, []
     for idx, e in enumerate(kb.entries.values()):
         ids.append(e.id)
+        shown.append((e.title, e.area, [t.lower() for t in e.tags], e.symptoms))
         bag = {}
         fields = {"symptoms": e.symptoms, "title": [e.title], "aliases": e.aliases,
                   "tags": [" ".join(e.tags)], "cause": [e.cause], "fix": [e.fix],
@@ -128,14 +129,16 @@ def build_index(kb) -> dict:
             postings.setdefault(term, []).append((idx, tf))
     n = max(len(ids), 1)
     idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in postings.items()}
-    return {"ids": ids, "lengths": lengths, "lines": lines, "postings": postings, "idf": idf,
-            "phrases": phrases, "longest": longest,
+    return {"ids": ids, "shown": shown, "lengths": lengths, "lines": lines, "postings": postings,
+            "idf": idf, "phrases": phrases, "longest": longest,
+            "problems": [str(p) for p in kb.problems],
             "avg_length": (sum(lengths) / len(lengths)) if lengths else 1.0}
 
 
-def load_index(kb) -> dict:
+def load_index(kb_root: str | None = None) -> dict:
+    """The search index of the KB at `kb_root`, from cache unless a KB file changed."""
     from .load import cached_derived
-    return cached_derived(kb, "search-index", INDEX_VERSION, build_index)
+    return cached_derived(kb_root, "search-index", INDEX_VERSION, build_index)
 
 
 # ---------------------------------------------------------------- typos
@@ -186,17 +189,15 @@ class Hit:
     best symptom line the query holds.
     """
 
-    __slots__ = ("entry", "score", "field", "matched", "low_confidence")
+    __slots__ = ("id", "title", "area", "score", "matched", "low_confidence")
 
-    def __init__(self, entry, score, field, matched, low_confidence=False):
-        self.entry, self.score, self.field, self.matched = entry, score, field, matched
-        self.low_confidence = low_confidence
+    def __init__(self, id, title, area, score, matched, low_confidence=False):
+        self.id, self.title, self.area, self.score = id, title, area, score
+        self.matched, self.low_confidence = matched, low_confidence
 
     def to_json(self) -> dict:
-        e = self.entry
-        return {"id": e.id, "title": e.title, "area": e.area, "score": round(self.score, 1),
-                "matched": self.matched, "field": self.field,
-                "low_confidence": self.low_confidence}
+        return {"id": self.id, "title": self.title, "area": self.area, "score": round(self.score, 1),
+                "matched": self.matched, "low_confidence": self.low_confidence}
 
 
 def validate_query(query: str) -> str:
@@ -206,11 +207,6 @@ def validate_query(query: str) -> str:
     if len(query) > MAX_QUERY_CHARS:
         raise QueryError(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
     return query
-
-
-def filter_entries(entries, area: str | None = None, tag: str | None = None) -> list:
-    return [e for e in entries if (area is None or e.area == area)
-            and (tag is None or tag.lower() in (t.lower() for t in e.tags))]
 
 
 def query_terms(query: str, index: dict) -> dict:
@@ -227,10 +223,9 @@ def query_terms(query: str, index: dict) -> dict:
     return counts
 
 
-def rank(kb, query: str, limit: int = 10, allowed: set | None = None, index: dict | None = None) -> list:
-    """Hits for `query`, best first; `allowed` restricts to a set of entry ids."""
+def rank(index: dict, query: str, limit: int = 10, allowed: set | None = None) -> list:
+    """Hits for `query`, best first; `allowed` restricts to a set of entry positions."""
     query = validate_query(query)
-    index = index or load_index(kb)
     idf, lengths, avg = index["idf"], index["lengths"], index["avg_length"]
     q = query_terms(query, index)
     unseen = math.log(1 + (len(lengths) + 0.5) / 0.5)  # the IDF of a word no entry uses
@@ -247,7 +242,7 @@ def rank(kb, query: str, limit: int = 10, allowed: set | None = None, index: dic
             explained[idx] = explained.get(idx, 0.0) + weight
     ids = index["ids"]
     if allowed is not None:
-        scores = {i: s for i, s in scores.items() if ids[i] in allowed}
+        scores = {i: s for i, s in scores.items() if i in allowed}
     top = sorted(scores.items(), key=lambda kv: -kv[1])[:CANDIDATES]
     reranked = []
     for idx, base in top:
@@ -264,20 +259,22 @@ def rank(kb, query: str, limit: int = 10, allowed: set | None = None, index: dic
     reranked.sort(key=lambda r: (-r[0], ids[r[1]]))
     hits = []
     for raw, idx, line, confidence in reranked[:limit]:
-        entry = kb.entries[ids[idx]]
-        hits.append(Hit(entry, confidence, "symptoms", entry.symptoms[line] if entry.symptoms else "",
+        title, area, _, symptoms = index["shown"][idx]
+        hits.append(Hit(ids[idx], title, area, confidence, symptoms[line] if symptoms else "",
                         low_confidence=confidence < LOW_CONFIDENCE))
     if hits and hits[0].score < NO_MATCH:
         return []
     return hits
 
 
-def search(kb, query: str, limit: int = 10, area: str | None = None, tag: str | None = None) -> list:
-    """The ranked hits for `query` among the KB's entries, best first."""
+def search(index: dict, query: str, limit: int = 10, area: str | None = None, tag: str | None = None) -> list:
+    """The ranked hits for `query` among the indexed entries, best first, optionally filtered."""
     allowed = None
     if area is not None or tag is not None:
-        allowed = {e.id for e in filter_entries(kb.entries.values(), area, tag)}
-    return rank(kb, query, limit=limit, allowed=allowed)
+        tag = tag.lower() if tag else None
+        allowed = {i for i, (_, a, tags, _) in enumerate(index["shown"])
+                   if (area is None or a == area) and (tag is None or tag in tags)}
+    return rank(index, query, limit=limit, allowed=allowed)
 
 
 # ---------------------------------------------------------------- the first ranking, kept as a baseline
@@ -316,7 +313,8 @@ def rank_fuzzy(entries, query: str, limit: int = 10) -> list:
         if i not in best or score > best[i][0]:
             best[i] = (score, field, text)
     ranked = sorted(best.items(), key=lambda kv: -kv[1][0])
-    return [Hit(entries[i], score, field, text) for i, (score, field, text) in ranked[:limit] if score > 0]
+    return [Hit(entries[i].id, entries[i].title, entries[i].area, score, text)
+            for i, (score, field, text) in ranked[:limit] if score > 0]
 
 
 # ---------------------------------------------------------------- evaluation
@@ -342,16 +340,17 @@ def load_queries(path: str) -> list:
     return queries
 
 
-def evaluate(kb, queries: list, ranker=None, depth: int = 10) -> dict:
-    """hit@1, hit@3 and MRR of `ranker(kb, query, limit)` (default: `rank`), with every miss.
+def evaluate(index: dict, queries: list, ranker=None, depth: int = 10) -> dict:
+    """hit@1, hit@3 and MRR of `ranker(query, limit) -> ids` (default: `rank`), with every miss.
 
     A query is answered at the first rank that holds any of its acceptable ids.
     """
-    ranker = ranker or (lambda kb, query, limit: [h.entry.id for h in rank(kb, query, limit)])
-    unknown = sorted({i for q in queries for i in q["expect"] if i not in kb.entries})
+    ranker = ranker or (lambda query, limit: [h.id for h in rank(index, query, limit)])
+    known = set(index["ids"])
+    unknown = sorted({i for q in queries for i in q["expect"] if i not in known})
     rows, misses = [], []
     for q in queries:
-        ranked = ranker(kb, q["query"], depth)
+        ranked = ranker(q["query"], depth)
         found = next((n for n, eid in enumerate(ranked, 1) if eid in q["expect"]), None)
         rows.append(found)
         if found != 1:

@@ -6,16 +6,17 @@ import os
 import pytest
 
 from kb_tools.load import load_kb
-from kb_tools.search import evaluate, load_queries, rank_fuzzy, search
+from kb_tools.search import build_index, evaluate, load_queries, rank_fuzzy, search
 
 KB = load_kb(use_cache=False)
+INDEX = build_index(KB)
 
 
 @pytest.mark.parametrize("entry_id", list(KB.entries))
 def test_each_symptom_ranks_its_entry_in_top_3(entry_id):
     misses = []
     for symptom in KB.entries[entry_id].symptoms:
-        ranked = [h.entry.id for h in search(KB, symptom, limit=3)]
+        ranked = [h.id for h in search(INDEX, symptom, limit=3)]
         if entry_id not in ranked:
             misses.append(f"{symptom!r} -> {ranked}")
     assert not misses, "\n".join(misses)
@@ -25,7 +26,7 @@ QUERIES = os.path.join(os.path.dirname(__file__), "queries.yaml")
 
 
 def test_labelled_queries_meet_the_quality_bar():
-    report = evaluate(KB, load_queries(QUERIES))
+    report = evaluate(INDEX, load_queries(QUERIES))
     assert report["unknown_ids"] == []
     misses = "\n".join(f"{m['query'][:70]!r} -> {m['above']} (rank {m['rank']})" for m in report["misses"])
     assert report["hit@3"] >= 0.90, misses
@@ -34,23 +35,23 @@ def test_labelled_queries_meet_the_quality_bar():
 
 def test_ranking_beats_the_first_fuzzy_ranking():
     queries = load_queries(QUERIES)
-    ours = evaluate(KB, queries)
-    fuzzy = evaluate(KB, queries, lambda kb, q, k: [h.entry.id for h in rank_fuzzy(kb.entries.values(), q, k)])
+    ours = evaluate(INDEX, queries)
+    fuzzy = evaluate(INDEX, queries, lambda q, k: [h.id for h in rank_fuzzy(KB.entries.values(), q, k)])
     assert ours["mrr"] > fuzzy["mrr"] and ours["hit@3"] > fuzzy["hit@3"]
 
 
 @pytest.mark.parametrize("query", ["qwertyuiop asdfghjkl", "the of and", "zebra giraffe elephant"])
 def test_nonsense_returns_nothing(query):
-    assert search(KB, query) == []
+    assert search(INDEX, query) == []
 
 
 def test_typo_is_corrected_to_an_index_word():
-    from kb_tools.search import correct, load_index
-    idf = load_index(KB)["idf"]
+    from kb_tools.search import correct
+    idf = INDEX["idf"]
     assert correct("graident", idf) == "gradient"
     assert correct("gradient", idf) in (None, "gradient")
 
 
 def test_area_and_tag_filters_restrict_results():
-    hits = search(KB, "loss is nan", area="numerics")
-    assert hits and {h.entry.area for h in hits} == {"numerics"}
+    hits = search(INDEX, "loss is nan", area="numerics")
+    assert hits and {h.area for h in hits} == {"numerics"}
