@@ -1,0 +1,45 @@
+"""The pre-commit hooks another repository runs: well-formed, and their commands pass on this KB."""
+from __future__ import annotations
+
+import os
+import shlex
+
+import pytest
+import yaml
+
+from kb_tools import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _hooks():
+    with open(os.path.join(ROOT, ".pre-commit-hooks.yaml"), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def test_hooks_file_has_what_pre_commit_needs():
+    hooks = _hooks()
+    assert {h["id"] for h in hooks} >= {"kb-verify"}
+    for hook in hooks:
+        assert {"id", "name", "entry", "language"} <= set(hook), hook
+        assert hook["language"] == "python" and hook["pass_filenames"] is False
+        assert shlex.split(hook["entry"])[0] == "kb"  # the console script pyproject.toml installs
+
+
+def test_verify_hook_command_passes_here_and_fails_on_a_misquote(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("torch")
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(ROOT)
+    entry = next(h["entry"] for h in _hooks() if h["id"] == "kb-verify")
+    assert cli.main(shlex.split(entry)[1:]) == 0
+    # the same command on a copy with one word changed fails
+    import shutil
+    shutil.copytree(os.path.join(ROOT, "kb", "quotes"), tmp_path / "kb" / "quotes")
+    shutil.copytree(os.path.join(ROOT, "evidence"), tmp_path / "evidence")
+    (tmp_path / "kb" / "entries").mkdir()
+    path = tmp_path / "kb" / "quotes" / "karpathy-recipe-2019.yaml"
+    path.write_text(path.read_text().replace("patience and attention", "patience and devotion"))
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert cli.main(shlex.split(entry)[1:]) == 1
+    assert "swapped 'attention' -> 'devotion'" in capsys.readouterr().out
