@@ -538,6 +538,8 @@ def check_quote(quote, ctx: Context):
         hint = _suggest(str(quote.source), kb.sources)
         return defect("unknown-source", f"no cached source '{quote.source}' (evidence/{quote.source}.md "
                                         f"does not exist){hint}")
+    if not isinstance(quote.text, str) or (quote.object is not None and not isinstance(quote.object, str)):
+        return defect("not-found", "the quote's `text` (or `object`) is not text; see `kb check`")
     cited = None
     if quote.object:
         if not source.package:

@@ -324,3 +324,12 @@ def test_normalisation_keeps_lines_and_reduces_markup():
     assert out.count("\n") == text.count("\n")
     words = [t[0] for part in quote_parts(out) for t in part]
     assert words == ["see", "logsoftmax", "and", "self.train", "false", "x"]
+
+
+def test_malformed_quote_fields_are_reported_not_crashed(tmp_path):
+    quotes = [{"id": "num", "source": "guide", "lines": [12, 12], "text": 42, "themes": ["demo"]},
+              {"id": "nolines", "source": "guide", "text": "The quick brown fox jumps over the lazy dog.",
+               "themes": ["demo"]}]
+    result, found, _ = kinds(make_kb(tmp_path, quotes))
+    assert result == {"num": "not-found", "nolines": "wrong-lines"}
+    assert "no valid `lines`" in found["nolines"].message and found["nolines"].found == [12, 12]
