@@ -221,6 +221,31 @@ def _source_lines(kb, source) -> list:
         raise SiteError(f"{source.path}: cannot read the cached source: {exc}") from None
 
 
+_WORD = re.compile(r"[a-z0-9]+")
+_ROLE = re.compile(r":[a-z]+:(?=`)")  # Sphinx roles in docstrings, e.g. :math:`x_n`
+
+
+def _locate_text(lines: list, text: str):
+    """(first, last) lines of a cached source holding a quote's words up to its first
+    elision, or None. Package-doc quotes cite an object, not lines; this finds
+    them in the cached copy so the citation can still land on the words."""
+    head = re.split(r"\[\.\.\.\]|\.\.\.|…", text, maxsplit=1)[0]
+    want = _WORD.findall(head.lower())
+    if not want:
+        return None
+    words, where = [], []
+    for n, line in enumerate(lines, 1):
+        found = _WORD.findall(_ROLE.sub("", line.lower()))
+        words += found
+        where += [n] * len(found)
+    for size in (len(want), min(len(want), 8)):
+        probe = want[:size]
+        for i in range(len(words) - size + 1):
+            if words[i] == probe[0] and words[i:i + size] == probe:
+                return where[i], where[i + size - 1]
+    return None
+
+
 def _object_line(lines: list, obj: str):
     """The first line of a package source that names `obj` (full path, else its last part)."""
     for needle in (obj, obj.rsplit(".", 1)[-1]):
@@ -243,6 +268,11 @@ class _Context:
                 raise SiteError(f"{e.path}: the id 'index' is reserved by the site")
         for q in kb.quotes.values():
             path_part(q.id)
+        for e in kb.entries.values():  # the CLI refuses an invalid KB; the library says why too
+            for field, known in (("see_also", kb.entries), ("evidence", kb.quotes)):
+                missing = [i for i in getattr(e, field) if i not in known]
+                if missing:
+                    raise SiteError(f"{e.path}: {field} names unknown ids: {', '.join(missing)} (run `kb check`)")
         self.sources = {}
         for sid, s in sorted(kb.sources.items()):
             path_part(sid)
@@ -257,7 +287,7 @@ class _Context:
             for qid in e.evidence:
                 if qid in self.quote_users:
                     self.quote_users[qid].append(e)
-        self.citations = {}
+        self.citations, self.spans = {}, {}
         for q in sorted(kb.quotes.values(), key=lambda q: q.id):
             src = self.sources.get(q.source)
             if src is None:
@@ -268,10 +298,17 @@ class _Context:
                 if last > len(src["lines"]):
                     raise SiteError(f"{q.path}:{q.line}: quote '{q.id}' cites line {last}, "
                                     f"but {src['source'].path} has {len(src['lines'])} lines")
+                self.spans[q.id] = (first, last)
                 where = f"line {first}" if first == last else f"lines {first}–{last}"
                 self.citations[q.id] = (where, first)
             else:
-                self.citations[q.id] = (f"`{q.object}` docstring", _object_line(src["lines"], q.object or ""))
+                span = _locate_text(src["lines"], q.text or "")
+                self.spans[q.id] = span
+                # the object's name, unless the source's own title (printed beside it) is that name
+                where = "docstring" if src["source"].title == q.object else f"`{q.object}` docstring"
+                if span:
+                    where += f", line {span[0]}" if span[0] == span[1] else f", lines {span[0]}–{span[1]}"
+                self.citations[q.id] = (where, span[0] if span else _object_line(src["lines"], q.object or ""))
         self.themes = {}
         for q in sorted(kb.quotes.values(), key=lambda q: q.id):
             for theme in (q.themes or ["unthemed"]):
@@ -374,8 +411,9 @@ def render_pages(kb, results=None, templates: str | None = None) -> dict:
     for sid, src in ctx.sources.items():
         quoted = {}
         for q in src["quotes"]:
-            if q.lines:
-                for n in range(q.lines[0], q.lines[1] + 1):
+            span = ctx.spans.get(q.id)
+            if span:
+                for n in range(span[0], span[1] + 1):
                     quoted.setdefault(n, []).append(q.id)
         render("source.md.j2", f"sources/{sid}.md", sid=sid, src=src["source"], lines=src["lines"],
                quotes=src["quotes"], quoted=quoted)
