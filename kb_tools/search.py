@@ -20,7 +20,7 @@ import math
 import re
 
 MAX_QUERY_CHARS = 10_000
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 
 # How much a term in each field counts: symptoms are what users type.
 FIELD_WEIGHTS = {
@@ -56,6 +56,9 @@ def _stem(word: str) -> str:
     return word
 
 
+STOP_STEMS = frozenset(_stem(w) for w in STOP_WORDS)  # "does" is compared as its stem "doe"
+
+
 def _words(text: str) -> list:
     """Lower-cased, stemmed words; `loss.backward` gives the compound and its parts."""
     text = text.lower().replace("n't", " not").replace("\u2019", "'")
@@ -64,9 +67,12 @@ def _words(text: str) -> list:
         raw = raw.strip("'")
         if not raw:
             continue
-        if any(c in raw for c in "._") and len(raw) > 2:
+        if "." in raw or "_" in raw:  # opt.zero_grad -> opt.zero_grad, opt, zero_grad, zero, grad
             out.append(raw)
-            out.extend(_stem(p) for p in re.split(r"[._']", raw) if p)
+            for segment in raw.split("."):
+                if "_" in segment and segment != raw:
+                    out.append(segment)
+                out.extend(_stem(p) for p in re.split(r"[_']", segment) if p)
         else:
             out.append(_stem(raw))
     return out
@@ -96,7 +102,7 @@ def terms(text: str, phrases: dict, longest: int) -> list:
                 i += n
                 break
         else:
-            if words[i] not in STOP_WORDS:
+            if words[i] not in STOP_STEMS:
                 out.append(words[i])
             i += 1
     return out
@@ -159,20 +165,38 @@ def _one_edit(word: str):
             yield a + c + b
 
 
-def correct(term: str, idf: dict) -> str | None:
-    """The index term a misspelt query word most likely meant, or None."""
-    if len(term) < 4 or not term.isalpha():
-        return None
-    found = [w for w in set(_one_edit(term)) if w in idf]
-    if found:
-        return max(found, key=lambda w: (-idf[w], w))  # the commoner spelling wins a tie
-    if len(term) < 7:
-        return None
+def spelling_vocab(index: dict) -> dict:
+    """Word -> the term it stands for: index words as themselves, synonym words as their concept."""
+    vocab = {t: t for t in index["idf"] if t[0] not in "~="}
+    for phrase, concept in index["phrases"].items():
+        if len(phrase) == 1:
+            vocab.setdefault(phrase[0], concept)
+    return vocab
+
+
+def correct(word: str, vocab: dict, idf: dict) -> list:
+    """The terms a misspelt or run-together query word most likely meant ([] if none).
+
+    One edit (delete, swap, replace, insert) first; then two words run together
+    ("crossentropy"); then, for long words only, rapidfuzz at distance two.
+    """
+    if len(word) < 4 or not word.isalpha():
+        return []
+    found = [w for w in set(_one_edit(word)) if w in vocab]
+    if found:  # the commoner term wins a tie: a typo is more likely of a common word
+        best = vocab[max(found, key=lambda w: (-idf.get(vocab[w], 0.0), w))]
+        return _words(best) if "_" in best or "." in best else [best]  # a compound and its parts
+    for cut in range(3, len(word) - 2):
+        head, tail = word[:cut], word[cut:]
+        if head in vocab and tail in vocab:
+            return [vocab[head], vocab[tail]]
+    if len(word) < 7:
+        return []
     from rapidfuzz import process
     from rapidfuzz.distance import Levenshtein
-    vocab = [w for w in idf if w.isalpha() and abs(len(w) - len(term)) <= 2]
-    best = process.extractOne(term, vocab, scorer=Levenshtein.distance, score_cutoff=2)
-    return best[0] if best else None
+    candidates = [w for w in vocab if w.isalpha() and abs(len(w) - len(word)) <= 2]
+    best = process.extractOne(word, candidates, scorer=Levenshtein.distance, score_cutoff=2)
+    return [vocab[best[0]]] if best else []
 
 
 # ---------------------------------------------------------------- ranking
@@ -212,11 +236,14 @@ def validate_query(query: str) -> str:
 def query_terms(query: str, index: dict) -> dict:
     """Query term -> count, with misspelt words replaced by their index spelling."""
     idf = index["idf"]
-    counts = {}
+    counts, vocab = {}, None
     for term in terms(query, index["phrases"], index["longest"]):
+        found = [term]
         if term not in idf:
-            term = correct(term, idf) or term
-        counts[term] = counts.get(term, 0) + 1
+            vocab = vocab or spelling_vocab(index)
+            found = correct(term, vocab, idf) or found
+        for t in found:
+            counts[t] = counts.get(t, 0) + 1
     for word in query.lower().split():  # an alias typed as is: "O12", "o12"
         if "=" + word in idf:
             counts["=" + word] = 1

@@ -45,11 +45,14 @@ def test_nonsense_returns_nothing(query):
     assert search(INDEX, query) == []
 
 
-def test_typo_is_corrected_to_an_index_word():
-    from kb_tools.search import correct
-    idf = INDEX["idf"]
-    assert correct("graident", idf) == "gradient"
-    assert correct("gradient", idf) in (None, "gradient")
+def test_typos_and_run_together_words_are_corrected():
+    from kb_tools.search import correct, spelling_vocab
+    vocab, idf = spelling_vocab(INDEX), INDEX["idf"]
+    assert correct("graident", vocab, idf) == ["gradient"]
+    assert correct("softmx", vocab, idf) == ["~softmax"]        # a synonym word maps to its concept
+    assert {"cross", "entropy"} <= set(correct("crossentropy", vocab, idf))
+    assert set(correct("zerograd", vocab, idf)) == {"zero_grad", "zero", "grad"}
+    assert correct("qzxv", vocab, idf) == []
 
 
 def test_area_and_tag_filters_restrict_results():
