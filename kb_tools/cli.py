@@ -5,6 +5,7 @@ A user's mistake prints one line on stderr, never a traceback.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -265,80 +266,70 @@ def cmd_evidence_add(args) -> int:
 
 # ---------------------------------------------------------------- parser
 
-def build_parser():
-    import argparse
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, no usage dump
+        raise UsageError(f"{self.prog}: {message}")
 
-    class Parser(argparse.ArgumentParser):
-        def error(self, message):  # one line, exit 2, no usage dump
-            raise UsageError(f"{self.prog}: {message}")
 
-    parser = Parser(prog="kb", description="Search and check a knowledge base for debugging PyTorch training.",
-                    epilog="Exit codes: 0 ok, 1 not found / invalid / check failed, 2 usage error.")
-    parser.add_argument("--kb", metavar="DIR", help="KB directory (default: $KB_PATH, else the bundled KB)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    sub.required = True
+def _add_kb_option(p, default=argparse.SUPPRESS) -> None:
+    p.add_argument("--kb", metavar="DIR", default=default,
+                   help="KB directory (default: $KB_PATH, else this checkout's or the bundled KB)")
 
-    p = sub.add_parser("check", help="validate the KB; exit 1 on any problem")
+
+def _args_check(p):
     p.add_argument("--json", action="store_true", help="machine-readable summary")
-    p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("search", help="rank entries for a symptom", description=(
-        "Rank entries for what you see: two words (\"loss flat\"), an error message, or a paragraph."))
+
+def _args_search(p):
     p.add_argument("query", nargs="+", help="what the run shows")
     p.add_argument("--limit", "-n", type=int, default=10, help="at most this many results (default 10)")
     p.add_argument("--area", choices=AREAS, help="only entries of this area")
     p.add_argument("--tag", help="only entries with this tag")
-    p.add_argument("--json", action="store_true", help="a JSON array: id, title, area, score, ...")
-    p.set_defaults(func=cmd_search)
+    p.add_argument("--json", action="store_true", help="a JSON array: id, title, area, score, matched, low_confidence")
 
-    p = sub.add_parser("show", help="one entry in full")
+
+def _args_show(p):
     p.add_argument("id", help="entry id or alias (e.g. double-softmax or O12)")
     p.add_argument("--json", action="store_true", help="the entry as JSON")
-    p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("snippet", help="only the entry's runnable code (pipe it to python)")
+
+def _args_snippet(p):
     p.add_argument("id", help="entry id or alias")
-    p.set_defaults(func=cmd_snippet)
 
-    p = sub.add_parser("eval", help="score the search ranking on labelled queries", description=(
-        "hit@1, hit@3 and MRR of `kb search` on a YAML file of labelled queries, then each miss "
-        "with what ranked above the right answer."))
+
+def _args_eval(p):
     p.add_argument("queries", nargs="?", help="queries file (default: tests/queries.yaml of this checkout)")
     p.add_argument("--json", action="store_true", help="metrics and misses as JSON")
-    p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("list", help="every entry, one line each")
+
+def _args_list(p):
     p.add_argument("--area", choices=AREAS, help="only this area")
     p.add_argument("--json", action="store_true", help="a JSON array of id, title, area")
-    p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("build", help="build the docs site (strict mkdocs) from the KB")
+
+def _args_build(p):
     p.add_argument("--out", metavar="DIR", help="where the HTML site goes (default: site/ of this checkout)")
     p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site-src/)")
     p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
     p.add_argument("--json", action="store_true", help="the build report as JSON")
-    p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("serve", help="preview the docs site with live reload")
+
+def _args_serve(p):
     p.add_argument("--dev-addr", default="127.0.0.1:8000", metavar="HOST:PORT", help="address to serve on")
     p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site-src/)")
     p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
-    p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("verify", help="check every quote against its source; exit 1 on any defect", description=(
-        "Check that every quote is verbatim in its cached source, on exactly the cited lines, or in the "
-        "docstring of the installed package's object. Formatting (line breaks, spaces, emphasis, curly "
-        "quotes, ... vs the ellipsis character) does not count; [...] marks an elision."))
-    p.add_argument("--kb", metavar="DIR", default=argparse.SUPPRESS, help="KB directory (as kb --kb)")
+
+def _args_verify(p):
     p.add_argument("--json", action="store_true", help="the report as JSON")
     p.add_argument("--strict", action="store_true", help="also fail on quotes that cannot be checked here "
                                                          "(their package is not installed)")
     p.add_argument("--fix-lines", action="store_true", help="rewrite wrong `lines:` values in place, "
                                                             "changing nothing else, then report")
-    p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("evidence", help="manage cached sources under evidence/")
-    ev = p.add_subparsers(dest="evidence_command", metavar="ACTION", parser_class=type(parser))
+
+def _args_evidence(p):
+    ev = p.add_subparsers(dest="evidence_command", metavar="ACTION", parser_class=Parser)
     ev.required = True
     p = ev.add_parser("add", help="cache a URL or file as evidence/<ID>.md with provenance", description=(
         "Fetch an http(s) URL (or read a local file), turn HTML into readable text, and write "
@@ -353,16 +344,73 @@ def build_parser():
     p.add_argument("--force", action="store_true", help="overwrite an existing source")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds for the whole download (default 20)")
     p.add_argument("--max-bytes", type=int, default=5_000_000, help="size cap of the download (default 5 MB)")
-    p.add_argument("--kb", metavar="DIR", default=argparse.SUPPRESS, help="KB directory (as kb --kb)")
+    _add_kb_option(p)
     p.add_argument("--json", action="store_true", help="what was written, as JSON")
     p.set_defaults(func=cmd_evidence_add)
 
+
+# name: (one-line help, longer description or None, arguments, handler)
+COMMANDS = {
+    "check": ("validate the KB; exit 1 on any problem", None, _args_check, cmd_check),
+    "search": ("rank entries for a symptom", "Rank entries for what you see: two words (\"loss flat\"), "
+               "an error message, or a paragraph.", _args_search, cmd_search),
+    "show": ("one entry in full", None, _args_show, cmd_show),
+    "snippet": ("only the entry's runnable code (pipe it to python)", None, _args_snippet, cmd_snippet),
+    "list": ("every entry, one line each", None, _args_list, cmd_list),
+    "eval": ("score the search ranking on labelled queries", "hit@1, hit@3 and MRR of `kb search` on a YAML "
+             "file of labelled queries, then each miss with what ranked above the right answer.",
+             _args_eval, cmd_eval),
+    "verify": ("check every quote against its source; exit 1 on any defect", (
+        "Check that every quote is verbatim in its cached source, on exactly the cited lines, or in the "
+        "docstring of the installed package's object. Formatting (line breaks, spaces, emphasis, curly "
+        "quotes, ... vs the ellipsis character) does not count; [...] marks an elision."),
+        _args_verify, cmd_verify),
+    "build": ("build the docs site (strict mkdocs) from the KB", None, _args_build, cmd_build),
+    "serve": ("preview the docs site with live reload", None, _args_serve, cmd_serve),
+    "evidence": ("manage cached sources under evidence/", None, _args_evidence, None),
+}
+
+
+def command_named(argv) -> str | None:
+    """The subcommand that `argv` names, found without building any parser."""
+    after_kb = False
+    for token in argv:
+        if after_kb:
+            after_kb = False
+        elif token == "--kb":
+            after_kb = True
+        elif not token.startswith("-"):
+            return token if token in COMMANDS else None
+    return None
+
+
+def build_parser(only: str | None = None) -> Parser:
+    """The `kb` parser; with `only`, just that subcommand is built.
+
+    argparse spends longer constructing ten subcommands than a cached search
+    takes, so a run builds the one it was asked for (all of them for --help or
+    a mistyped command, so the error can list the choices).
+    """
+    parser = Parser(prog="kb", description="Search and check a knowledge base for debugging PyTorch training.",
+                    epilog="Exit codes: 0 ok, 1 not found / invalid / check failed, 2 usage error.")
+    _add_kb_option(parser, default=None)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for name, (summary, description, add_arguments, handler) in COMMANDS.items():
+        if only not in (None, name):
+            continue
+        p = sub.add_parser(name, help=summary, description=description or summary)
+        add_arguments(p)
+        if handler is not None:
+            _add_kb_option(p)
+            p.set_defaults(func=handler)
     return parser
 
 
 def main(argv=None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser(command_named(argv)).parse_args(argv)
         return args.func(args)
     except UsageError as exc:
         msg = str(exc)

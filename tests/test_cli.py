@@ -165,3 +165,17 @@ def test_non_editable_install_uses_bundled_kb(tmp_path):
                        cwd=str(tmp_path), env=env)
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)) >= 5
+
+
+def test_kb_option_works_after_the_command_too(fixture_kb):
+    r = kb("search", "loss flat", "--kb", fixture_kb, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["id"] == "alpha-bug"
+
+
+def test_only_the_named_command_is_built():
+    from kb_tools.cli import build_parser, command_named
+    assert command_named(["--kb", "search", "show", "x"]) == "show"   # "search" is --kb's value
+    assert command_named(["search", "loss"]) == "search"
+    assert command_named(["frobnicate"]) is None and command_named([]) is None
+    choices = build_parser("search")._subparsers._group_actions[0].choices
+    assert list(choices) == ["search"]
