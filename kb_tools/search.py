@@ -30,6 +30,8 @@ FIELD_WEIGHTS = {
 BM25_K1, BM25_B = 1.2, 0.5
 LINE_BONUS = 6.0           # weight of the best symptom-line coverage (0..1, squared)
 CANDIDATES = 60            # entries re-ranked with the symptom-line bonus
+VAGUE_IDF = 1.0            # a query whose rarest word is this common (in ~40% of entries) is vague
+TRIAGE_PRIOR = 1.3         # and lifts the triage entries by this factor
 LOW_CONFIDENCE = 35.0      # score under which a hit is marked as a guess
 NO_MATCH = 15.0            # best score under which nothing is returned
 
@@ -182,9 +184,13 @@ def correct(word: str, vocab: dict, idf: dict) -> list:
     """
     if len(word) < 4 or not word.isalpha():
         return []
-    found = [w for w in set(_one_edit(word)) if w in vocab]
+    found = {}
+    for candidate in set(_one_edit(word)):  # "vanishng" -> "vanishing", indexed as its stem "vanish"
+        term = vocab.get(candidate) or vocab.get(_stem(candidate))
+        if term:
+            found[candidate] = term
     if found:  # the commoner term wins a tie: a typo is more likely of a common word
-        best = vocab[max(found, key=lambda w: (-idf.get(vocab[w], 0.0), w))]
+        best = found[max(found, key=lambda w: (-idf.get(found[w], 0.0), w))]
         return _words(best) if "_" in best or "." in best else [best]  # a compound and its parts
     for cut in range(3, len(word) - 2):
         head, tail = word[:cut], word[cut:]
@@ -267,6 +273,9 @@ def rank(index: dict, query: str, limit: int = 10, allowed: set | None = None) -
             norm = tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * lengths[idx] / avg))
             scores[idx] = scores.get(idx, 0.0) + qweight * norm
             explained[idx] = explained.get(idx, 0.0) + weight
+    # A query made only of common words ("loss flat") says little about the cause:
+    # the first-hour triage checks are then the most useful answer.
+    vague = max((idf.get(t, unseen) for t in q), default=unseen) <= VAGUE_IDF
     ids = index["ids"]
     if allowed is not None:
         scores = {i: s for i, s in scores.items() if i in allowed}
@@ -282,7 +291,10 @@ def rank(index: dict, query: str, limit: int = 10, allowed: set | None = None) -
                     best_cov, best_line = cov, n
         # confidence: how much of the query the entry explains, and of its best line the query holds
         confidence = 50.0 * (min(explained[idx] / query_mass, 1.0) + best_cov)
-        reranked.append((base + LINE_BONUS * best_cov * best_cov, idx, best_line, confidence))
+        score = base + LINE_BONUS * best_cov * best_cov
+        if vague and index["shown"][idx][1] == "triage":
+            score *= TRIAGE_PRIOR
+        reranked.append((score, idx, best_line, confidence))
     reranked.sort(key=lambda r: (-r[0], ids[r[1]]))
     hits = []
     for raw, idx, line, confidence in reranked[:limit]:

@@ -58,3 +58,15 @@ def test_typos_and_run_together_words_are_corrected():
 def test_area_and_tag_filters_restrict_results():
     hits = search(INDEX, "loss is nan", area="numerics")
     assert hits and {h.area for h in hits} == {"numerics"}
+
+
+def test_held_out_queries_stay_above_a_floor():
+    """Queries never used for tuning: a guard against fitting the main set."""
+    report = evaluate(INDEX, load_queries(os.path.join(os.path.dirname(__file__), "queries_holdout.yaml")))
+    assert report["unknown_ids"] == []
+    assert report["hit@3"] >= 0.85 and report["mrr"] >= 0.75, report["misses"]
+
+
+def test_vague_query_prefers_first_hour_triage():
+    hits = search(INDEX, "loss flat", limit=3)
+    assert any(KB.entries[h.id].area == "triage" for h in hits)
