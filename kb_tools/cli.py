@@ -92,7 +92,7 @@ def cmd_search(args) -> int:
         index = load_index(args.kb)
     except KBError as exc:
         raise Failure(str(exc)) from None
-    _fail_if_invalid(index["problems"])
+    _fail_if_invalid(index.header["problems"])
     try:
         hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag)
     except QueryError as exc:

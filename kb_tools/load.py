@@ -144,11 +144,16 @@ def _read_cache(path: str, key):
 
 def _write_cache(path: str, key, value) -> None:
     import marshal
+    _write_bytes(path, marshal.dumps((key, value)))
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    """Atomically: readers see the old cache file or the new one, never half of one."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as fh:
-            fh.write(marshal.dumps((key, value)))
+            fh.write(data)
         os.replace(tmp, path)
     except OSError:
         pass  # an unwritable cache only costs speed
@@ -172,23 +177,87 @@ def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
     return kb
 
 
-def cached_derived(kb_root: str | None, name: str, version: int, build):
-    """`build(kb)` for the KB at `kb_root`, cached until any KB file changes.
+class Table:
+    """A header plus records that are decoded only when asked for.
+
+    A large KB's search index is mostly postings and symptom lines that one
+    query never touches; keeping each record as its own marshal blob in a
+    memory-mapped file makes opening the index cost the header alone.
+    """
+
+    __slots__ = ("header", "_records", "_blob", "_offsets")
+
+    def __init__(self, header: dict, records: dict | None = None, blob=None, offsets: dict | None = None):
+        self.header, self._records, self._blob, self._offsets = header, records, blob, offsets
+
+    def get(self, key, default=None):
+        if self._records is not None:
+            return self._records.get(key, default)
+        span = self._offsets.get(key)
+        if span is None:
+            return default
+        import marshal
+        return marshal.loads(self._blob[span[0]:span[1]])
+
+
+_TABLE_MAGIC = b"KBT1"
+
+
+def cached_table(kb_root: str | None, name: str, version: int, build) -> Table:
+    """`Table(*build(kb))` for the KB at `kb_root`, cached until any KB file changes.
 
     For data derived from the whole KB (the search index) that a command needs
-    without the KB itself: on a hit the KB is not even loaded. `build` must
-    return plain, marshal-able values.
+    without the KB itself: on a hit the KB is not even loaded. `build(kb)`
+    returns (header, records), both plain and marshal-able.
+    The file is: magic, key length, key, header length, header, record blobs;
+    the key (the files' signature) is compared as bytes, never decoded.
     """
+    import marshal
     root = find_kb_root(kb_root)
     if not _caching():
-        return build(load_kb(root, use_cache=False))
-    key = (version, kb_signature(root))
+        return Table(*build(load_kb(root, use_cache=False)))
+    key = marshal.dumps((version, kb_signature(root)))
     path = _cache_path(root, name)
-    value = _read_cache(path, key)
-    if value is None:
-        value = build(load_kb(root))
-        _write_cache(path, key, value)
-    return value
+    table = _open_table(path, key)
+    if table is None:
+        header, records = build(load_kb(root))
+        _write_table(path, key, header, records)
+        table = Table(header, records)
+    return table
+
+
+def _open_table(path: str, key: bytes) -> Table | None:
+    import marshal
+    import mmap
+    try:
+        with open(path, "rb") as fh:
+            blob = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        at = len(_TABLE_MAGIC)
+        if blob[:at] != _TABLE_MAGIC:
+            return None
+        key_len = int.from_bytes(blob[at:at + 8], "little")
+        if blob[at + 8:at + 8 + key_len] != key:
+            return None
+        at += 8 + key_len
+        head_len = int.from_bytes(blob[at:at + 8], "little")
+        header, offsets = marshal.loads(blob[at + 8:at + 8 + head_len])
+        base = at + 8 + head_len
+        return Table(header, blob=memoryview(blob)[base:], offsets=offsets)
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+
+
+def _write_table(path: str, key: bytes, header: dict, records: dict) -> None:
+    import marshal
+    chunks, offsets, at = [], {}, 0
+    for record_key, value in records.items():
+        data = marshal.dumps(value)
+        offsets[record_key] = (at, at + len(data))
+        chunks.append(data)
+        at += len(data)
+    head = marshal.dumps((header, offsets))
+    _write_bytes(path, b"".join([_TABLE_MAGIC, len(key).to_bytes(8, "little"), key,
+                                 len(head).to_bytes(8, "little"), head, *chunks]))
 
 
 def _to_plain(kb: KB) -> dict:

@@ -20,7 +20,7 @@ import math
 import re
 
 MAX_QUERY_CHARS = 10_000
-INDEX_VERSION = 5
+INDEX_VERSION = 6
 
 # How much a term in each field counts: symptoms are what users type.
 FIELD_WEIGHTS = {
@@ -112,14 +112,21 @@ def terms(text: str, phrases: dict, longest: int) -> list:
 
 # ---------------------------------------------------------------- index
 
-def build_index(kb) -> dict:
-    """Plain data (marshal-able) for ranking: postings, lengths, symptom lines, phrases."""
+def index_parts(kb) -> tuple:
+    """The index as (header, records): plain, marshal-able data.
+
+    The header holds what every query needs (ids, IDF, phrase table, lengths,
+    areas and tags for filters); records hold what a query reads selectively:
+    ("p", term) -> postings [(entry, weighted tf)], ("e", entry) -> (title,
+    symptoms, each symptom's terms).
+    """
     phrases = build_phrase_table(kb.synonyms)
     longest = max((len(k) for k in phrases), default=1)
-    ids, lengths, lines, postings, shown = [], [], [], {}, []
+    ids, areas, tags, lengths, postings, records = [], [], [], [], {}, {}
     for idx, e in enumerate(kb.entries.values()):
         ids.append(e.id)
-        shown.append((e.title, e.area, [t.lower() for t in e.tags], e.symptoms))
+        areas.append(e.area)
+        tags.append([t.lower() for t in e.tags])
         bag = {}
         fields = {"symptoms": e.symptoms, "title": [e.title], "aliases": e.aliases,
                   "tags": [" ".join(e.tags)], "cause": [e.cause], "fix": [e.fix],
@@ -132,21 +139,29 @@ def build_index(kb) -> dict:
         for alias in e.aliases:  # an alias typed alone ("O12") is an exact name
             bag["=" + alias.lower()] = FIELD_WEIGHTS["aliases"]
         lengths.append(sum(bag.values()))
-        lines.append([sorted(set(terms(s, phrases, longest))) for s in e.symptoms])
+        records[("e", idx)] = (e.title, e.symptoms,
+                               [sorted(set(terms(s, phrases, longest))) for s in e.symptoms])
         for term, tf in bag.items():
             postings.setdefault(term, []).append((idx, tf))
     n = max(len(ids), 1)
     idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in postings.items()}
-    return {"ids": ids, "shown": shown, "lengths": lengths, "lines": lines, "postings": postings,
-            "idf": idf, "phrases": phrases, "longest": longest,
-            "problems": [str(p) for p in kb.problems],
-            "avg_length": (sum(lengths) / len(lengths)) if lengths else 1.0}
+    records.update((("p", term), p) for term, p in postings.items())
+    header = {"ids": ids, "areas": areas, "tags": tags, "lengths": lengths, "idf": idf,
+              "phrases": phrases, "longest": longest, "problems": [str(p) for p in kb.problems],
+              "avg_length": (sum(lengths) / len(lengths)) if lengths else 1.0}
+    return header, records
 
 
-def load_index(kb_root: str | None = None) -> dict:
+def build_index(kb):
+    """The search index of an already loaded KB, in memory (for tests and evaluation)."""
+    from .load import Table
+    return Table(*index_parts(kb))
+
+
+def load_index(kb_root: str | None = None):
     """The search index of the KB at `kb_root`, from cache unless a KB file changed."""
-    from .load import cached_derived
-    return cached_derived(kb_root, "search-index", INDEX_VERSION, build_index)
+    from .load import cached_table
+    return cached_table(kb_root, "search-index", INDEX_VERSION, index_parts)
 
 
 # ---------------------------------------------------------------- typos
@@ -167,10 +182,10 @@ def _one_edit(word: str):
             yield a + c + b
 
 
-def spelling_vocab(index: dict) -> dict:
+def spelling_vocab(index) -> dict:
     """Word -> the term it stands for: index words as themselves, synonym words as their concept."""
-    vocab = {t: t for t in index["idf"] if t[0] not in "~="}
-    for phrase, concept in index["phrases"].items():
+    vocab = {t: t for t in index.header["idf"] if t[0] not in "~="}
+    for phrase, concept in index.header["phrases"].items():
         if len(phrase) == 1:
             vocab.setdefault(phrase[0], concept)
     return vocab
@@ -239,11 +254,12 @@ def validate_query(query: str) -> str:
     return query
 
 
-def query_terms(query: str, index: dict) -> dict:
+def query_terms(query: str, index) -> dict:
     """Query term -> count, with misspelt words replaced by their index spelling."""
-    idf = index["idf"]
+    head = index.header
+    idf = head["idf"]
     counts, vocab = {}, None
-    for term in terms(query, index["phrases"], index["longest"]):
+    for term in terms(query, head["phrases"], head["longest"]):
         found = [term]
         if term not in idf:
             vocab = vocab or spelling_vocab(index)
@@ -256,10 +272,11 @@ def query_terms(query: str, index: dict) -> dict:
     return counts
 
 
-def rank(index: dict, query: str, limit: int = 10, allowed: set | None = None) -> list:
+def rank(index, query: str, limit: int = 10, allowed: set | None = None) -> list:
     """Hits for `query`, best first; `allowed` restricts to a set of entry positions."""
     query = validate_query(query)
-    idf, lengths, avg = index["idf"], index["lengths"], index["avg_length"]
+    head = index.header
+    idf, lengths, avg = head["idf"], head["lengths"], head["avg_length"]
     q = query_terms(query, index)
     unseen = math.log(1 + (len(lengths) + 0.5) / 0.5)  # the IDF of a word no entry uses
     query_mass = sum(idf.get(t, unseen) for t in q) or 1.0
@@ -269,21 +286,22 @@ def rank(index: dict, query: str, limit: int = 10, allowed: set | None = None) -
         if weight is None:
             continue
         qweight = weight * (1 + math.log(qtf))
-        for idx, tf in index["postings"][term]:
+        for idx, tf in index.get(("p", term)):
             norm = tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * lengths[idx] / avg))
             scores[idx] = scores.get(idx, 0.0) + qweight * norm
             explained[idx] = explained.get(idx, 0.0) + weight
     # A query made only of common words ("loss flat") says little about the cause:
     # the first-hour triage checks are then the most useful answer.
     vague = max((idf.get(t, unseen) for t in q), default=unseen) <= VAGUE_IDF
-    ids = index["ids"]
+    ids = head["ids"]
     if allowed is not None:
         scores = {i: s for i, s in scores.items() if i in allowed}
     top = sorted(scores.items(), key=lambda kv: -kv[1])[:CANDIDATES]
-    reranked = []
+    reranked, shown = [], {}
     for idx, base in top:
         best_cov, best_line = 0.0, 0
-        for n, line in enumerate(index["lines"][idx]):
+        shown[idx] = index.get(("e", idx))
+        for n, line in enumerate(shown[idx][2]):
             mass = sum(idf.get(t, 0.0) for t in line)
             if mass:
                 cov = sum(idf.get(t, 0.0) for t in line if t in q) / mass  # share of the line the query holds
@@ -292,26 +310,27 @@ def rank(index: dict, query: str, limit: int = 10, allowed: set | None = None) -
         # confidence: how much of the query the entry explains, and of its best line the query holds
         confidence = 50.0 * (min(explained[idx] / query_mass, 1.0) + best_cov)
         score = base + LINE_BONUS * best_cov * best_cov
-        if vague and index["shown"][idx][1] == "triage":
+        if vague and head["areas"][idx] == "triage":
             score *= TRIAGE_PRIOR
         reranked.append((score, idx, best_line, confidence))
     reranked.sort(key=lambda r: (-r[0], ids[r[1]]))
     hits = []
     for raw, idx, line, confidence in reranked[:limit]:
-        title, area, _, symptoms = index["shown"][idx]
-        hits.append(Hit(ids[idx], title, area, confidence, symptoms[line] if symptoms else "",
+        title, symptoms, _ = shown[idx]
+        hits.append(Hit(ids[idx], title, head["areas"][idx], confidence, symptoms[line] if symptoms else "",
                         low_confidence=confidence < LOW_CONFIDENCE))
     if hits and hits[0].score < NO_MATCH:
         return []
     return hits
 
 
-def search(index: dict, query: str, limit: int = 10, area: str | None = None, tag: str | None = None) -> list:
+def search(index, query: str, limit: int = 10, area: str | None = None, tag: str | None = None) -> list:
     """The ranked hits for `query` among the indexed entries, best first, optionally filtered."""
     allowed = None
     if area is not None or tag is not None:
         tag = tag.lower() if tag else None
-        allowed = {i for i, (_, a, tags, _) in enumerate(index["shown"])
+        head = index.header
+        allowed = {i for i, (a, tags) in enumerate(zip(head["areas"], head["tags"]))
                    if (area is None or a == area) and (tag is None or tag in tags)}
     return rank(index, query, limit=limit, allowed=allowed)
 
@@ -379,13 +398,13 @@ def load_queries(path: str) -> list:
     return queries
 
 
-def evaluate(index: dict, queries: list, ranker=None, depth: int = 10) -> dict:
+def evaluate(index, queries: list, ranker=None, depth: int = 10) -> dict:
     """hit@1, hit@3 and MRR of `ranker(query, limit) -> ids` (default: `rank`), with every miss.
 
     A query is answered at the first rank that holds any of its acceptable ids.
     """
     ranker = ranker or (lambda query, limit: [h.id for h in rank(index, query, limit)])
-    known = set(index["ids"])
+    known = set(index.header["ids"])
     unknown = sorted({i for q in queries for i in q["expect"] if i not in known})
     rows, misses = [], []
     for q in queries:

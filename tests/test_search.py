@@ -47,7 +47,7 @@ def test_nonsense_returns_nothing(query):
 
 def test_typos_and_run_together_words_are_corrected():
     from kb_tools.search import correct, spelling_vocab
-    vocab, idf = spelling_vocab(INDEX), INDEX["idf"]
+    vocab, idf = spelling_vocab(INDEX), INDEX.header["idf"]
     assert correct("graident", vocab, idf) == ["gradient"]
     assert correct("softmx", vocab, idf) == ["~softmax"]        # a synonym word maps to its concept
     assert {"cross", "entropy"} <= set(correct("crossentropy", vocab, idf))
