@@ -15,6 +15,7 @@ import http.server
 import os
 import re
 import threading
+import time
 
 import pytest
 
@@ -72,7 +73,9 @@ def served(request, tmp_path_factory):
         pytest.skip(f"the {request.param} KB has no entry whose symptoms describe a flat loss yet")
     tmp_path = tmp_path_factory.mktemp(f"site-{request.param}")
     site = tmp_path / "site"
-    build_site(kb, out_dir=str(site), work_dir=str(tmp_path / "src"), results_path=str(tmp_path / "none.json"))
+    # the shipped site shows the last snippet run (artifacts/snippet-results.json) if there is one
+    results = None if request.param == "shipped" else str(tmp_path / "none.json")
+    build_site(kb, out_dir=str(site), work_dir=str(tmp_path / "src"), results_path=results)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -132,6 +135,9 @@ def test_search_entry_snippet_and_citation(driver, served):
         return false;"""), message=f"no snippet with a copy button on {entry_id}")
     assert code.strip() == kb.entries[entry_id].snippet.strip()
     driver.execute_script("document.getElementById('snippet').scrollIntoView()")
+    _wait(driver, lambda d: d.execute_script(  # the header has swapped in the page title
+        "return document.querySelector('.md-header__title--active') !== null"))
+    time.sleep(0.6)  # let the header's cross-fade finish before the screenshot
     driver.save_screenshot(os.path.join(ARTIFACTS, f"site-{variant}-entry.png"))
     _no_injected_script(driver)
 
