@@ -91,12 +91,25 @@ def evidence_dir(kb_root: str) -> str:
 
 
 def _files(top: str, suffixes: tuple) -> list:
-    found = []
-    if os.path.isdir(top):
-        for dirpath, dirnames, filenames in os.walk(top):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            found += [os.path.join(dirpath, f) for f in sorted(filenames)
-                      if f.endswith(suffixes) and not f.startswith(".")]
+    """Paths of the files under `top` with one of `suffixes`, sorted, hidden ones skipped."""
+    return [entry.path for entry in _scan(top, suffixes)]
+
+
+def _scan(top: str, suffixes: tuple, found: list | None = None) -> list:
+    """os.DirEntry objects, depth first in name order (scandir: no Python-level path joins)."""
+    found = [] if found is None else found
+    try:
+        with os.scandir(top) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            _scan(entry.path, suffixes, found)
+        elif entry.name.endswith(suffixes):
+            found.append(entry)
     return found
 
 
@@ -110,20 +123,19 @@ def _cache_path(kb_root: str, name: str) -> str:
     return os.path.join(base, f"{key}.{name}.marshal")
 
 
-def kb_files(root: str) -> list:
-    """Every file whose content the loaded KB depends on."""
-    return [p for p in (os.path.join(root, SYNONYMS_FILE),) if os.path.exists(p)] \
-        + _files(os.path.join(root, "entries"), (".yaml", ".yml")) \
-        + _files(os.path.join(root, "quotes"), (".yaml", ".yml")) \
-        + _files(evidence_dir(root), (".md", ".txt"))
-
-
 def kb_signature(root: str) -> tuple:
     """Changes whenever any KB file is added, removed or written (a write always moves ctime)."""
+    synonyms = os.path.join(root, SYNONYMS_FILE)
     sig = [CACHE_FORMAT, sys.version_info[:2]]
-    for p in kb_files(root):
-        st = os.stat(p)
-        sig.append((p, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    if os.path.exists(synonyms):
+        st = os.stat(synonyms)
+        sig.append((synonyms, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    for top, suffixes in ((os.path.join(root, "entries"), (".yaml", ".yml")),
+                          (os.path.join(root, "quotes"), (".yaml", ".yml")),
+                          (evidence_dir(root), (".md", ".txt"))):
+        for entry in _scan(top, suffixes):
+            st = entry.stat()
+            sig.append((entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
     return tuple(sig)
 
 
