@@ -266,7 +266,28 @@ def cmd_evidence_add(args) -> int:
 
 # ---------------------------------------------------------------- parser
 
+class Formatter(argparse.HelpFormatter):
+    """argparse's formatter, told the terminal width so that it skips its own `import shutil`.
+
+    argparse builds a formatter for every argument it adds, and that import
+    (with bz2 and lzma behind it) is a measurable share of a cached search.
+    """
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        if width is None:
+            try:
+                width = int(os.environ.get("COLUMNS") or os.get_terminal_size(sys.__stdout__.fileno()).columns)
+            except (ValueError, OSError, AttributeError):
+                width = 80
+            width = max(width - 2, 20)
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # one line, exit 2, no usage dump
         raise UsageError(f"{self.prog}: {message}")
 
