@@ -21,6 +21,8 @@ install-test: $(PY)
 
 run: install
 	$(KB) check
+	$(KB) verify
+	$(KB) build --out site
 	$(KB) search "loss flat"
 
 test: install-test
