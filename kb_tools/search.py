@@ -229,9 +229,10 @@ class QueryError(ValueError):
 class Hit:
     """One ranked entry, best first; `score` (0-100) says how well it explains the query.
 
-    The order comes from the ranking; the score is a confidence a person can
-    read: half how much of the query the entry explains, half how much of its
-    best symptom line the query holds.
+    The best hit's score is a confidence a person can read: half how much of
+    the query the entry explains, half how much of its best symptom line the
+    query holds. Later hits scale it by their ranking score, so scores fall
+    with rank.
     """
 
     __slots__ = ("id", "title", "area", "score", "matched", "low_confidence")
@@ -316,9 +317,11 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None) -> list
     reranked.sort(key=lambda r: (-r[0], ids[r[1]]))
     hits = []
     for raw, idx, line, confidence in reranked[:limit]:
+        # the best hit scores its confidence; the others, that scaled by their ranking score
+        score = reranked[0][3] * raw / reranked[0][0] if reranked[0][0] > 0 else 0.0
         title, symptoms, _ = shown[idx]
-        hits.append(Hit(ids[idx], title, head["areas"][idx], confidence, symptoms[line] if symptoms else "",
-                        low_confidence=confidence < LOW_CONFIDENCE))
+        hits.append(Hit(ids[idx], title, head["areas"][idx], score, symptoms[line] if symptoms else "",
+                        low_confidence=score < LOW_CONFIDENCE))
     if hits and hits[0].score < NO_MATCH:
         return []
     return hits
