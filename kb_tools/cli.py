@@ -5,7 +5,6 @@ A user's mistake prints one line on stderr, never a traceback.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -32,10 +31,39 @@ def _style(text: str, code: str, stream=None) -> str:
     return f"\033[{code}m{text}\033[0m" if _use_colour(stream or sys.stdout) else text
 
 
+_JSON_ESCAPES = {**{c: f"\\u{c:04x}" for c in range(0x20)}, ord('"'): '\\"', ord("\\"): "\\\\",
+                 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def to_json(value, indent: int = 2, depth: int = 0) -> str:
+    """JSON text for plain data (dict, list, str, int, float, bool, None), indented like json.dumps.
+
+    Written out here because importing the json package (which imports `re`)
+    costs more than a cached search; tests check it against json.loads.
+    """
+    pad, inner = " " * (indent * depth), " " * (indent * (depth + 1))
+    if isinstance(value, str):
+        return '"' + value.translate(_JSON_ESCAPES) + '"'
+    if value is True or value is False or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    if isinstance(value, (int, float)):
+        if value != value or value in (float("inf"), float("-inf")):
+            return "null"
+        return repr(value)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = (f"{inner}{to_json(str(k))}: {to_json(v, indent, depth + 1)}" for k, v in value.items())
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        return "[\n" + ",\n".join(f"{inner}{to_json(v, indent, depth + 1)}" for v in value) + f"\n{pad}]"
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
 def _print_json(value) -> None:
-    import json
-    json.dump(value, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
+    sys.stdout.write(to_json(value) + "\n")
 
 
 def _load(args, require_clean: bool = True):
@@ -266,34 +294,37 @@ def cmd_evidence_add(args) -> int:
 
 # ---------------------------------------------------------------- parser
 
-class Formatter(argparse.HelpFormatter):
-    """argparse's formatter, told the terminal width so that it skips its own `import shutil`.
+def _parser_class():
+    """argparse's parser, made to fail in one line; argparse is imported only when a command needs it."""
+    import argparse
 
-    argparse builds a formatter for every argument it adds, and that import
-    (with bz2 and lzma behind it) is a measurable share of a cached search.
-    """
+    class Formatter(argparse.HelpFormatter):
+        """Told the terminal width, so that it skips argparse's own `import shutil` per argument."""
 
-    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
-        if width is None:
-            try:
-                width = int(os.environ.get("COLUMNS") or os.get_terminal_size(sys.__stdout__.fileno()).columns)
-            except (ValueError, OSError, AttributeError):
-                width = 80
-            width = max(width - 2, 20)
-        super().__init__(prog, indent_increment, max_help_position, width)
+        def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+            if width is None:
+                try:
+                    width = int(os.environ.get("COLUMNS") or os.get_terminal_size(sys.__stdout__.fileno()).columns)
+                except (ValueError, OSError, AttributeError):
+                    width = 80
+                width = max(width - 2, 20)
+            super().__init__(prog, indent_increment, max_help_position, width)
+
+    class Parser(argparse.ArgumentParser):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("formatter_class", Formatter)
+            super().__init__(*args, **kwargs)
+
+        def error(self, message):  # one line, exit 2, no usage dump
+            raise UsageError(f"{self.prog}: {message}")
+
+    return Parser
 
 
-class Parser(argparse.ArgumentParser):
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", Formatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message):  # one line, exit 2, no usage dump
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def _add_kb_option(p, default=argparse.SUPPRESS) -> None:
-    p.add_argument("--kb", metavar="DIR", default=default,
+def _add_kb_option(p, top_level: bool = False) -> None:
+    """--kb on the top-level parser, and on each command (where it only counts when given)."""
+    import argparse
+    p.add_argument("--kb", metavar="DIR", default=None if top_level else argparse.SUPPRESS,
                    help="KB directory (default: $KB_PATH, else this checkout's or the bundled KB)")
 
 
@@ -350,7 +381,7 @@ def _args_verify(p):
 
 
 def _args_evidence(p):
-    ev = p.add_subparsers(dest="evidence_command", metavar="ACTION", parser_class=Parser)
+    ev = p.add_subparsers(dest="evidence_command", metavar="ACTION", parser_class=type(p))
     ev.required = True
     p = ev.add_parser("add", help="cache a URL or file as evidence/<ID>.md with provenance", description=(
         "Fetch an http(s) URL (or read a local file), turn HTML into readable text, and write "
@@ -405,16 +436,17 @@ def command_named(argv) -> str | None:
     return None
 
 
-def build_parser(only: str | None = None) -> Parser:
+def build_parser(only: str | None = None):
     """The `kb` parser; with `only`, just that subcommand is built.
 
     argparse spends longer constructing ten subcommands than a cached search
     takes, so a run builds the one it was asked for (all of them for --help or
     a mistyped command, so the error can list the choices).
     """
+    Parser = _parser_class()
     parser = Parser(prog="kb", description="Search and check a knowledge base for debugging PyTorch training.",
                     epilog="Exit codes: 0 ok, 1 not found / invalid / check failed, 2 usage error.")
-    _add_kb_option(parser, default=None)
+    _add_kb_option(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name, (summary, description, add_arguments, handler) in COMMANDS.items():
@@ -428,10 +460,58 @@ def build_parser(only: str | None = None) -> Parser:
     return parser
 
 
+# The options of `kb search` as the quick parser reads them: flag -> (attribute, converter).
+SEARCH_OPTIONS = {"--kb": ("kb", str), "--limit": ("limit", int), "-n": ("limit", int),
+                  "--area": ("area", str), "--tag": ("tag", str)}
+
+
+def quick_search_args(argv):
+    """The arguments of a plain `kb search ...` call, read without argparse; None for anything else.
+
+    argparse (and the `re` it imports) costs more start-up time than a cached
+    search itself. This reads only well-formed search calls, with the options
+    of `_args_search`; help, mistakes and every other command go to argparse,
+    so its messages stay the only ones users see.
+    """
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(kb=None, limit=10, area=None, tag=None, json=False, query=[], func=cmd_search)
+    tokens, command, only_words = list(argv), None, False
+    while tokens:
+        token = tokens.pop(0)
+        if only_words or not token.startswith("-") or token == "-":
+            if command is None:
+                if token != "search":
+                    return None
+                command = token
+            else:
+                args.query.append(token)
+        elif token == "--" and command:
+            only_words = True
+        elif token == "--json" and command:
+            args.json = True
+        else:
+            flag, has_value, value = token.partition("=")
+            if flag not in SEARCH_OPTIONS or (command is None and flag != "--kb"):
+                return None
+            if not has_value:
+                if not tokens:
+                    return None
+                value = tokens.pop(0)
+            name, convert = SEARCH_OPTIONS[flag]
+            try:
+                setattr(args, name, convert(value))
+            except ValueError:
+                return None
+    if command is None or not args.query or (args.area is not None and args.area not in AREAS):
+        return None
+    return args
+
+
 def main(argv=None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else argv
-        args = build_parser(command_named(argv)).parse_args(argv)
+        args = quick_search_args(argv) or build_parser(command_named(argv)).parse_args(argv)
         return args.func(args)
     except UsageError as exc:
         msg = str(exc)

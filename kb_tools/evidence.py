@@ -15,10 +15,11 @@ import hashlib
 import os
 import re
 
+from .load import is_kebab_id
+
 MAX_BYTES = 5_000_000
 TIMEOUT = 20.0
 USER_AGENT = "kb-tools evidence cache (+https://github.com/)"
-ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/x-yaml", "application/yaml")
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _DROP_TAGS = ("script", "style", "noscript", "template", "svg", "iframe", "nav", "form", "button")
@@ -160,7 +161,7 @@ def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, aut
                  url=None, coverage="full", force=False, timeout=TIMEOUT, max_bytes=MAX_BYTES,
                  today=None) -> dict:
     """Cache `target` (an http(s) URL or a local file) as evidence/<source_id>.md; return what was written."""
-    if not ID_RE.match(source_id or ""):
+    if not is_kebab_id(source_id or ""):
         raise EvidenceUsage(f"--id '{source_id}' must be kebab-case: lower-case letters, digits, single hyphens")
     if coverage not in ("full", "excerpt"):
         raise EvidenceUsage("--coverage must be full or excerpt")

@@ -9,7 +9,6 @@ moves ctime, so an edited file is never served stale).
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, Entry, Problem, Quote, Source
@@ -40,7 +39,13 @@ CODES = {
 }
 SYNONYMS_FILE = "synonyms.yaml"
 
-ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_KEBAB_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def is_kebab_id(name: str) -> bool:
+    """Lower-case letters, digits and single inner hyphens: the form of every id."""
+    return bool(name) and set(name) <= _KEBAB_CHARS and not name.startswith("-") \
+        and not name.endswith("-") and "--" not in name
 
 # field -> (kind, required); kinds: str, list (of str), enum tuple
 ENTRY_FIELDS = {
@@ -452,7 +457,7 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
             qid = item.get("id")
             if not isinstance(qid, str):
                 continue
-            if not ID_RE.match(qid):
+            if not is_kebab_id(qid):
                 col.add(rel, line, "KB017", "id", f"'{qid}' is not kebab-case")
             if qid in quotes:
                 col.add(rel, line, "KB007", "id", f"duplicate quote id '{qid}' (first in {quotes[qid].path}:{quotes[qid].line})")
@@ -498,7 +503,7 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
         if isinstance(eid, str):
             if eid != stem:
                 col.add(rel, lines["id"], "KB006", "id", f"'{eid}' differs from the file name '{stem}'")
-            if not ID_RE.match(eid):
+            if not is_kebab_id(eid):
                 col.add(rel, lines["id"], "KB017", "id", f"'{eid}' is not kebab-case")
         eid = stem
         if eid in entries:

@@ -17,10 +17,9 @@ The ranking (`rank`) has three parts:
 from __future__ import annotations
 
 import math
-import re
 
 MAX_QUERY_CHARS = 10_000
-INDEX_VERSION = 6
+INDEX_VERSION = 7
 
 # How much a term in each field counts: symptoms are what users type.
 FIELD_WEIGHTS = {
@@ -44,7 +43,23 @@ what which who whom how why where all any some each other such more most much ma
 get gets got getting seem seems seemed look looks looked like run runs running ran
 """.split())
 
-_WORD = re.compile(r"[a-z0-9]+(?:['._][a-z0-9]+)*|[+-]inf\b|1/n\b|-100\b")
+# Tokenising uses str methods, not `re`: importing `re` costs a cached search
+# more than half of Python's own start-up on a slow machine.
+_WORD_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789'._"
+_TO_SPACE = {c: " " for c in range(0x250) if chr(c) not in _WORD_CHARS + "+-/"}
+_SPECIAL = frozenset(("+inf", "-inf", "1/n", "-100"))  # meaningful as written: "-100" is ignore_index
+
+
+def _raw_tokens(text: str):
+    """Runs of letters, digits and inner `'._`, plus the few signed or slashed tokens of _SPECIAL."""
+    for chunk in text.translate(_TO_SPACE).split():
+        if chunk.rstrip("._'") in _SPECIAL:
+            yield chunk.rstrip("._'")
+            continue
+        for piece in chunk.replace("+", " ").replace("-", " ").replace("/", " ").split():
+            piece = piece.strip("._'")
+            if piece:
+                yield piece
 
 
 def _stem(word: str) -> str:
@@ -65,16 +80,13 @@ def _words(text: str) -> list:
     """Lower-cased, stemmed words; `loss.backward` gives the compound and its parts."""
     text = text.lower().replace("n't", " not").replace("\u2019", "'")
     out = []
-    for raw in _WORD.findall(text):
-        raw = raw.strip("'")
-        if not raw:
-            continue
+    for raw in _raw_tokens(text):
         if "." in raw or "_" in raw:  # opt.zero_grad -> opt.zero_grad, opt, zero_grad, zero, grad
             out.append(raw)
             for segment in raw.split("."):
                 if "_" in segment and segment != raw:
                     out.append(segment)
-                out.extend(_stem(p) for p in re.split(r"[_']", segment) if p)
+                out.extend(_stem(p) for p in segment.replace("'", "_").split("_") if p)
         else:
             out.append(_stem(raw))
     return out

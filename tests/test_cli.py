@@ -129,13 +129,55 @@ def test_no_colour_when_piped_or_no_color(fixture_kb):
     assert "\x1b[" not in r.stdout and "alpha-bug" in r.stdout
 
 
-def test_search_path_imports_no_heavy_modules(fixture_kb):
-    probe = ("import sys, runpy; sys.argv=['kb','--kb',%r,'search','loss flat']\n"
-             "try:\n runpy.run_module('kb_tools', run_name='__main__')\nexcept SystemExit: pass\n"
-             "bad=[m for m in ('torch','jinja2','mkdocs') if m in sys.modules]\n"
-             "assert not bad, bad\nprint('clean')" % fixture_kb)
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+@pytest.mark.parametrize("args", [["search", "loss flat"], ["search", "loss flat", "--json", "-n", "3"],
+                                  ["show", "alpha-bug"], ["snippet", "alpha-bug"]])
+def test_search_path_imports_no_heavy_modules(fixture_kb, tmp_path, args):
+    """torch, jinja2 and mkdocs never; a cached search not even re, argparse or json (start-up cost)."""
+    quick = args[0] == "search"
+    probe = ("import sys, io, contextlib\n"
+             "from kb_tools.cli import main\n"
+             f"with contextlib.redirect_stdout(io.StringIO()): rc = main({['--kb', fixture_kb, *args]!r})\n"
+             f"banned = ('torch', 'jinja2', 'mkdocs') + (('re', 'argparse', 'json') if {quick} else ())\n"
+             "bad = [m for m in banned if m in sys.modules]\n"
+             "assert rc == 0 and not bad, (rc, bad)\nprint('clean')")
+    env = {**os.environ, "KB_CACHE_DIR": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-m", "kb_tools", "--kb", fixture_kb, *args], capture_output=True, env=env)
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env)
     assert r.returncode == 0 and "clean" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["search", "loss", "flat"], ["--kb", "DIR", "search", "loss"], ["search", "loss", "--kb", "DIR", "--json"],
+    ["search", "-n", "3", "loss"], ["search", "loss", "--limit=4", "--area", "numerics", "--tag", "amp"],
+    ["search", "--", "-100", "labels"],
+])
+def test_quick_search_parser_agrees_with_argparse(argv):
+    from kb_tools.cli import build_parser, quick_search_args
+    quick = quick_search_args(argv)
+    full = build_parser("search").parse_args(argv)
+    for name in ("kb", "limit", "area", "tag", "json", "query"):
+        assert getattr(quick, name) == getattr(full, name), name
+
+
+@pytest.mark.parametrize("argv", [
+    ["search"], ["search", "-h"], ["search", "x", "--limit", "many"], ["search", "x", "--area", "nowhere"],
+    ["search", "x", "--bogus"], ["show", "x"], ["--json", "search", "x"], [], ["search", "x", "--limit"],
+])
+def test_quick_search_parser_leaves_everything_else_to_argparse(argv):
+    from kb_tools.cli import quick_search_args
+    assert quick_search_args(argv) is None
+
+
+@pytest.mark.parametrize("value", [
+    [], {}, [{"id": "a", "score": 53.4, "ok": True, "none": None, "n": 3}],
+    {"text": 'quote " backslash \\ tab \t nl \n bell \x07 ü 中 \u2028 end', "nested": {"l": [1, [2, {}]]}},
+])
+def test_json_writer_round_trips(value):
+    from kb_tools.cli import to_json
+    text = to_json(value)
+    assert json.loads(text) == value
+    if "text" not in value:  # control characters are escaped differently but equally validly
+        assert text == json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def test_help_lists_every_command():
@@ -156,6 +198,7 @@ def test_non_editable_install_uses_bundled_kb(tmp_path):
     wheel = next(wheel_dir.glob("*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("kb_tools/_data/kb/entries/") for n in names)
+    assert any(n.endswith(".data/scripts/kb") for n in names), "the kb launcher is not in the wheel"
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True)
