@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 QUERIES = ["loss flat", "weights not updating after optimizer step",
-           "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn"]
+           "RuntimeError: Error(s) in loading state_dict for Net: size mismatch for fc.weight"]
 
 
 def kb_command() -> list:
