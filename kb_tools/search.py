@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 MAX_QUERY_CHARS = 10_000
+MAX_CORRECTED_WORD = 48    # longer words are not typos: their one-edit variants alone would cost seconds
 INDEX_VERSION = 7
 
 # How much a term in each field counts: symptoms are what users type.
@@ -209,7 +210,7 @@ def correct(word: str, vocab: dict, idf: dict) -> list:
     One edit (delete, swap, replace, insert) first; then two words run together
     ("crossentropy"); then, for long words only, rapidfuzz at distance two.
     """
-    if len(word) < 4 or not word.isalpha():
+    if not 4 <= len(word) <= MAX_CORRECTED_WORD or not word.isalpha():
         return []
     found = {}
     for candidate in set(_one_edit(word)):  # "vanishng" -> "vanishing", indexed as its stem "vanish"

@@ -55,6 +55,14 @@ def test_typos_and_run_together_words_are_corrected():
     assert correct("qzxv", vocab, idf) == []
 
 
+def test_one_huge_word_is_answered_quickly():
+    """A 9,000-letter word used to build every one-edit variant of itself: gigabytes and half a minute."""
+    import time
+    start = time.perf_counter()
+    assert search(INDEX, "q" * 9_000) == []
+    assert time.perf_counter() - start < 2.0
+
+
 def test_area_and_tag_filters_restrict_results():
     hits = search(INDEX, "loss is nan", area="numerics")
     assert hits and {h.area for h in hits} == {"numerics"}
