@@ -139,7 +139,11 @@ def kb_signature(root: str) -> tuple:
                           (os.path.join(root, "quotes"), (".yaml", ".yml")),
                           (evidence_dir(root), (".md", ".txt"))):
         for entry in _scan(top, suffixes):
-            st = entry.stat()
+            try:
+                st = entry.stat()
+            except OSError:  # a dangling link: the parse reports it as unreadable
+                sig.append((entry.path, None))
+                continue
             sig.append((entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
     return tuple(sig)
 
@@ -415,8 +419,12 @@ def _parse_sources(ev_dir, col, yaml) -> dict:
     for path in _files(ev_dir, (".md", ".txt")):
         rel = col.rel(path)
         sid = os.path.splitext(os.path.basename(path))[0]
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            head = [fh.readline() for _ in range(60)]
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                head = [fh.readline() for _ in range(60)]
+        except OSError as exc:
+            col.add(rel, 0, "KB001", "", f"cannot read: {exc.strerror}")
+            continue
         end = next((i for i, line in enumerate(head[1:], 1) if line.rstrip() == "---"), None)
         if not head or head[0].rstrip() != "---" or end is None:
             col.add(rel, 1, "KB016", "", "no front matter (a `---` block with title, author, url, ...)")

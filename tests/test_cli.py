@@ -119,6 +119,16 @@ def test_broken_kb_file_is_one_line_error_naming_the_file(tmp_path):
     assert r.returncode == 1 and "KB001" in r.stdout
 
 
+@pytest.mark.parametrize("where", ["kb/entries/loss/gone.yaml", "evidence/gone.md"])
+def test_dangling_link_in_the_kb_is_a_problem_not_a_traceback(tmp_path, where):
+    kb_dir = make_kb(tmp_path)
+    os.symlink(tmp_path / "nowhere", tmp_path / where)
+    for env in ({"KB_CACHE_DIR": str(tmp_path / "cache")}, {"KB_NO_CACHE": "1"}):
+        r = kb("--kb", str(kb_dir), "check", env=env)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert f"{where}: KB001 cannot read" in r.stdout
+
+
 def test_check_clean_kb(fixture_kb):
     r = kb("--kb", fixture_kb, "check")
     assert r.returncode == 0 and r.stdout.startswith("ok: 2 entries")
