@@ -559,8 +559,11 @@ def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
     work_dir = os.path.abspath(work_dir or default_work_dir())
     if results_path is None:
         results_path = default_results(kb)
-    config_file = generate(kb, work_dir, results_path, templates, base_config)
-    _claim(out_dir, SITE_MARKER, "output")
+    try:
+        config_file = generate(kb, work_dir, results_path, templates, base_config)
+        _claim(out_dir, SITE_MARKER, "output")
+    except OSError as exc:
+        raise _unwritable(exc) from None
     _quiet_mkdocs()
     import logging
 
@@ -581,6 +584,8 @@ def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
         detail = "; ".join(collect.messages[:5]) or str(exc)
         more = f" (and {len(collect.messages) - 5} more)" if len(collect.messages) > 5 else ""
         raise SiteError(f"mkdocs build failed in strict mode: {detail}{more}") from None
+    except OSError as exc:
+        raise _unwritable(exc) from None
     finally:
         log.removeHandler(collect.handler)
         log.setLevel(old_level)
@@ -590,6 +595,11 @@ def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
                        entries=len(kb.entries), sources=len(kb.sources), quotes=len(kb.quotes),
                        redirects=sum(1 for e in kb.entries.values() for _ in e.aliases),
                        warnings=collect.messages)
+
+
+def _unwritable(exc: OSError) -> SiteError:
+    """A folder or file of the build that cannot be made or written, in one line."""
+    return SiteError(f"{exc.filename or 'the site'}: cannot write there: {exc.strerror or exc}")
 
 
 def _watched(kb_root: str, templates: str, results_path: str) -> tuple:
@@ -620,7 +630,10 @@ def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | No
     if kb.problems:
         raise SiteError(f"the KB is invalid: {kb.problems[0]} (run `kb check`)")
     results_path = results_path or default_results(kb)
-    config_file = generate(kb, work_dir, results_path, templates)
+    try:
+        config_file = generate(kb, work_dir, results_path, templates)
+    except OSError as exc:
+        raise _unwritable(exc) from None
     stop = threading.Event()
 
     def watch():

@@ -429,6 +429,16 @@ def test_build_command_reports_and_fails_in_one_line(tmp_path, capsys):
     assert code == 1 and len(err.strip().splitlines()) == 1 and "KB010" in err
 
 
+@pytest.mark.parametrize("option", ["--out", "--work"])
+def test_build_into_an_unwritable_place_fails_in_one_line(tmp_path, capsys, option):
+    kb_dir = make_kb(tmp_path)
+    (tmp_path / "a-file").write_text("not a folder")
+    where = {"--out": str(tmp_path / "site"), "--work": str(tmp_path / "src"), option: str(tmp_path / "a-file" / "x")}
+    code = cli.main(["--kb", str(kb_dir), "build", "--out", where["--out"], "--work", where["--work"]])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "a-file" in err and "cannot write" in err, err
+
+
 # ---------------------------------------------------------------- kb serve
 
 def _free_port() -> int:
