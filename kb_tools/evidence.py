@@ -165,8 +165,15 @@ def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, aut
         raise EvidenceUsage(f"--id '{source_id}' must be kebab-case: lower-case letters, digits, single hyphens")
     if coverage not in ("full", "excerpt"):
         raise EvidenceUsage("--coverage must be full or excerpt")
-    os.makedirs(evidence_dir, exist_ok=True)
-    existing = [n for n in os.listdir(evidence_dir) if os.path.splitext(n)[0] == source_id]
+    if not 0 < timeout < float("inf"):  # also refuses nan
+        raise EvidenceUsage(f"--timeout must be a positive number of seconds, not {timeout:g}")
+    if max_bytes < 1:
+        raise EvidenceUsage(f"--max-bytes must be at least 1, not {max_bytes}")
+    try:
+        os.makedirs(evidence_dir, exist_ok=True)
+        existing = [n for n in os.listdir(evidence_dir) if os.path.splitext(n)[0] == source_id]
+    except OSError as exc:
+        raise EvidenceError(f"{evidence_dir}: cannot use it as the evidence folder: {exc.strerror}") from None
     if existing and not force:
         raise EvidenceError(f"evidence/{existing[0]} already exists; pass --force to replace it "
                             f"(quotes citing its lines may then need `kb verify --fix-lines`)")

@@ -213,3 +213,21 @@ def test_local_html_file_and_bad_id(tmp_path, kb_dir):
     assert "Overfit one batch \u2014 it costs five minutes." in body and result["bytes"] == len(PAGE)
     with pytest.raises(EvidenceUsage, match="kebab-case"):
         add_evidence(str(page), "Bad_Id", str(kb_dir.parent / "evidence"))
+
+
+@pytest.mark.parametrize("option, value", [("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "inf"),
+                                           ("--timeout", "nan"), ("--max-bytes", "0"), ("--max-bytes", "-5")])
+def test_non_positive_limits_are_usage_errors(kb_dir, capsys, option, value):
+    assert cli.main(["--kb", str(kb_dir), "evidence", "add", "http://127.0.0.1:9/x", "--id", "x", option, value]) == 2
+    err = capsys.readouterr().err
+    assert option in err and len(err.strip().splitlines()) == 1
+
+
+def test_evidence_folder_that_is_a_file_fails_in_one_line(tmp_path, kb_dir, capsys):
+    (kb_dir.parent / "evidence").rmdir()
+    (kb_dir.parent / "evidence").write_text("not a folder")
+    page = tmp_path / "notes.txt"
+    page.write_text("Some notes worth keeping.\n")
+    assert cli.main(["--kb", str(kb_dir), "evidence", "add", str(page), "--id", "notes"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot use it as the evidence folder" in err and len(err.strip().splitlines()) == 1
