@@ -120,9 +120,14 @@ def _scan(top: str, suffixes: tuple, found: list | None = None) -> list:
 
 # ---------------------------------------------------------------- caching
 
-def _cache_path(kb_root: str, name: str) -> str:
-    base = os.environ.get("KB_CACHE_DIR") or os.path.join(
+def cache_dir() -> str:
+    """Where every cache lives: $KB_CACHE_DIR, else $XDG_CACHE_HOME/kb-tools, else ~/.cache/kb-tools."""
+    return os.environ.get("KB_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kb-tools")
+
+
+def _cache_path(kb_root: str, name: str) -> str:
+    base = cache_dir()
     import zlib  # not hashlib: a name clash only costs a rebuild, since the stored key holds every path
     key = f"{zlib.crc32(kb_root.encode()):08x}{zlib.adler32(kb_root.encode()):08x}"
     return os.path.join(base, f"{key}.{name}.marshal")

@@ -424,10 +424,8 @@ class Context:
 
 def _cache_dir(kb_root: str) -> str | None:
     """Where package texts are cached: the loader's cache directory (KB_NO_CACHE: nowhere)."""
-    if os.environ.get("KB_NO_CACHE"):
-        return None
-    return os.environ.get("KB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kb-tools")
+    from .load import _caching, cache_dir
+    return cache_dir() if _caching() else None
 
 
 def _span_text(p: Passage, start: int, end: int, limit: int = 24) -> str:
