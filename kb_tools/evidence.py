@@ -15,7 +15,7 @@ import hashlib
 import os
 import re
 
-from .load import is_kebab_id
+from .load import is_kebab_id, write_atomic
 
 MAX_BYTES = 5_000_000
 TIMEOUT = 20.0
@@ -218,10 +218,10 @@ def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, aut
     lines = ["---"] + [f"{k}: {_yaml_value(v)}" for k, v in front.items()] + ["---", "", ""]
     content = "\n".join(lines) + text
     path = os.path.join(evidence_dir, f"{source_id}.md")
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(content)
-    os.replace(tmp, path)
+    try:
+        write_atomic(path, content)
+    except OSError as exc:
+        raise EvidenceError(f"{path}: cannot write: {exc.strerror}") from None
     for name in existing:  # --force with another extension: one file per source id
         if name != f"{source_id}.md":
             os.remove(os.path.join(evidence_dir, name))

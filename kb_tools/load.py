@@ -173,16 +173,35 @@ def _write_cache(path: str, key, value) -> None:
     _write_bytes(path, marshal.dumps((key, value)))
 
 
-def _write_bytes(path: str, data: bytes) -> None:
-    """Atomically: readers see the old cache file or the new one, never half of one."""
+def write_atomic(path: str, data) -> None:
+    """Replace `path` with `data` (str, written as UTF-8, or bytes): readers see the old file or
+    the new one, never half of one. An existing file keeps its permissions. Raises OSError."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as fh:
             fh.write(data)
+        try:
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        except OSError:
+            pass  # a new file: the default permissions
         os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    """A cache file, atomically; an unwritable cache only costs speed."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(path, data)
     except OSError:
-        pass  # an unwritable cache only costs speed
+        pass
 
 
 def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:

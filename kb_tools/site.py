@@ -27,6 +27,7 @@ import os
 import re
 import time
 
+from .load import write_atomic
 from .model import AREAS
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -452,10 +453,7 @@ def _write(path: str, text: str) -> bool:
     except OSError:
         pass
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
     return True
 
 

@@ -325,14 +325,12 @@ class PackageTexts:
         if not self.cache_dir:
             return
         import json
+
+        from .load import write_atomic
         for package in self._dirty:
-            path = self._cache_file(package)
             try:
                 os.makedirs(self.cache_dir, exist_ok=True)
-                tmp = f"{path}.{os.getpid()}.tmp"
-                with open(tmp, "w", encoding="utf-8") as fh:
-                    json.dump(self._texts[package], fh)
-                os.replace(tmp, path)
+                write_atomic(self._cache_file(package), json.dumps(self._texts[package]))
             except OSError:
                 pass  # an unwritable cache only costs speed
         self._dirty.clear()
@@ -674,6 +672,8 @@ def fix_lines(kb, report: Report) -> list:
     layout stay as they were. Each file is written atomically (temp file + rename).
     """
     import yaml
+
+    from .load import write_atomic
     base = os.path.dirname(kb.root)
     todo = {}
     for d in report.defects:
@@ -703,14 +703,7 @@ def fix_lines(kb, report: Report) -> list:
             continue
         for start, end, new in sorted(edits, reverse=True):
             text = text[:start] + new + text[end:]
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        except OSError:
-            pass
-        os.replace(tmp, path)
+        write_atomic(path, text)
         changed.append(rel)
     return changed
 

@@ -116,3 +116,15 @@ def test_shipped_kb_is_clean():
     kb = load_kb(use_cache=False)
     assert [str(p) for p in kb.problems] == []
     assert len(kb.entries) >= 5
+
+
+def test_write_atomic_keeps_permissions_and_leaves_no_temp_file(tmp_path):
+    from kb_tools.load import write_atomic
+    path = tmp_path / "quotes.yaml"
+    path.write_text("old\n")
+    path.chmod(0o640)
+    write_atomic(str(path), "new \u2014 text\r\n")
+    assert path.read_bytes() == "new \u2014 text\r\n".encode() and (path.stat().st_mode & 0o777) == 0o640
+    with pytest.raises(OSError):
+        write_atomic(str(tmp_path / "no-such-folder" / "x"), b"data")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["quotes.yaml"]

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from kb_tools import snippets
-from kb_tools.load import load_kb
+from kb_tools.load import load_kb, write_atomic
 
 RESULTS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "artifacts", "snippet-results.json")
 
@@ -67,7 +67,5 @@ def write_results(outcomes: dict) -> None:
     for (entry_id, device), outcome in sorted(outcomes.items()):
         results.setdefault(entry_id, {})[device] = outcome
     os.makedirs(os.path.dirname(RESULTS_FILE), exist_ok=True)
-    tmp = RESULTS_FILE + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"torch": torch.__version__, "python": platform.python_version(), "results": results}, fh, indent=1)
-    os.replace(tmp, RESULTS_FILE)
+    write_atomic(RESULTS_FILE, json.dumps({"torch": torch.__version__, "python": platform.python_version(),
+                                           "results": results}, indent=1))
