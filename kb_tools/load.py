@@ -473,10 +473,8 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
     for path in _files(os.path.join(root, "quotes"), (".yaml", ".yml")):
         rel = col.rel(path)
         data = _read_yaml(path, col, yaml, loader)
-        if data is None and not any(p.path == rel for p in col.problems):
-            continue  # an empty file holds no quotes
         if data is None:
-            continue
+            continue  # an empty file holds no quotes; an unreadable one is already reported
         if not isinstance(data, dict) or not isinstance(data.get("quotes"), list):
             col.add(rel, 1, "KB002", "quotes", "a quote file maps `quotes:` to a list of quotes")
             continue
