@@ -510,5 +510,4 @@ def test_shipped_kb_builds_strict_and_every_item_is_on_the_site(shipped_site):
     for e in kb.entries.values():
         for alias in e.aliases:
             assert os.path.exists(os.path.join(out, alias, "index.html")), alias
-    assert report.entries == len(kb.entries) and report.quotes == len(kb.quotes)
     assert report.pages >= 1 + len(kb.entries) + len(kb.sources)
