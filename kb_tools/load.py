@@ -374,6 +374,9 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
     lines = data.get("__lines__", {})
     at = lambda f: lines.get(f, data.get("__line__", 1))  # noqa: E731
     for field, value in data.items():
+        if not isinstance(field, str):  # `1: x` or `true: x` loads with a non-text key
+            col.add(path, at(str(field)), "KB005", str(field), f"unknown {kind} field (a field name is a word)")
+            continue
         if field.startswith("__"):
             continue
         if field not in spec:

@@ -76,6 +76,17 @@ def test_each_problem_code(tmp_path, code, build):
     assert code in found, found
 
 
+@pytest.mark.parametrize("build", [
+    lambda t: write_entry(t, entry("int-key"), raw=yaml.safe_dump({**entry("int-key"), 1: "x"})),
+    lambda t: (t / "kb" / "quotes" / "more.yaml").write_text("quotes:\n  - id: q-two\n    true: x\n"),
+    lambda t: (t / "evidence" / "numbered.md").write_text("---\n1: x\n---\nbody\n"),
+])
+def test_a_field_name_that_is_not_text_is_reported_not_crashed(tmp_path, build):
+    kb_dir = make_kb(tmp_path)
+    build(tmp_path)
+    assert "KB005" in codes(kb_dir)
+
+
 def test_every_code_is_tested_and_documented():
     here = open(__file__).read()
     doc = open(os.path.join(os.path.dirname(__file__), "..", "CONTRIBUTING.md")).read()
