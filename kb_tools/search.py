@@ -402,6 +402,8 @@ def load_queries(path: str) -> list:
             data = yaml.safe_load(fh)
     except OSError as exc:
         raise KBError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise KBError(f"{path}: cannot read: not UTF-8 text ({exc.reason})") from None
     except yaml.YAMLError as exc:
         raise KBError(f"{path}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
     queries = data.get("queries") if isinstance(data, dict) else None
@@ -409,8 +411,12 @@ def load_queries(path: str) -> list:
         raise KBError(f"{path}: expected `queries:` with a list of {{query, expect}} items")
     for n, q in enumerate(queries, 1):
         if not (isinstance(q, dict) and isinstance(q.get("query"), str) and isinstance(q.get("expect"), list)
-                and q["expect"]):
+                and q["expect"] and all(isinstance(i, str) for i in q["expect"])):
             raise KBError(f"{path}: query #{n}: needs `query` (text) and `expect` (a list of entry ids)")
+        try:
+            validate_query(q["query"])
+        except QueryError as exc:
+            raise KBError(f"{path}: query #{n}: {exc}") from None
     return queries
 
 

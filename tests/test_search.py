@@ -78,3 +78,14 @@ def test_held_out_queries_stay_above_a_floor():
 def test_vague_query_prefers_first_hour_triage():
     hits = search(INDEX, "loss flat", limit=3)
     assert any(KB.entries[h.id].area == "triage" for h in hits)
+
+
+@pytest.mark.parametrize("text", ["queries:\n  - {query: '  ', expect: [a]}\n",
+                                  "queries:\n  - {query: loss, expect: [[a]]}\n",
+                                  b"\xff\xfe not utf-8"])
+def test_bad_queries_file_is_a_kb_error(tmp_path, text):
+    from kb_tools.load import KBError
+    path = tmp_path / "q.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(KBError, match="q.yaml"):
+        load_queries(str(path))
