@@ -159,7 +159,7 @@ def test_search_path_imports_no_heavy_modules(fixture_kb, tmp_path, args):
 @pytest.mark.parametrize("argv", [
     ["search", "loss", "flat"], ["--kb", "DIR", "search", "loss"], ["search", "loss", "--kb", "DIR", "--json"],
     ["search", "-n", "3", "loss"], ["search", "loss", "--limit=4", "--area", "numerics", "--tag", "amp"],
-    ["search", "--", "-100", "labels"],
+    ["search", "--", "-100", "labels"], ["search", "x", "-n=3"],
 ])
 def test_quick_search_parser_agrees_with_argparse(argv):
     from kb_tools.cli import build_parser, quick_search_args
