@@ -95,6 +95,15 @@ def evidence_dir(kb_root: str) -> str:
     return inside if os.path.isdir(inside) else os.path.join(os.path.dirname(kb_root), "evidence")
 
 
+YAML_FILES, EVIDENCE_FILES = (".yaml", ".yml"), (".md", ".txt")
+
+
+def kb_folders(root: str) -> tuple:
+    """(folder, suffixes) of every file set the loader reads; the cache signature covers the same."""
+    return ((os.path.join(root, "entries"), YAML_FILES), (os.path.join(root, "quotes"), YAML_FILES),
+            (evidence_dir(root), EVIDENCE_FILES))
+
+
 def _files(top: str, suffixes: tuple) -> list:
     """Paths of the files under `top` with one of `suffixes`, sorted, hidden ones skipped."""
     return [entry.path for entry in _scan(top, suffixes)]
@@ -133,23 +142,21 @@ def _cache_path(kb_root: str, name: str) -> str:
     return os.path.join(base, f"{key}.{name}.marshal")
 
 
+def stat_key(path_or_entry) -> tuple:
+    """What changes when a file is written (a write always moves ctime); (path, None) if missing."""
+    path = getattr(path_or_entry, "path", path_or_entry)
+    try:
+        st = path_or_entry.stat() if hasattr(path_or_entry, "stat") else os.stat(path)
+    except OSError:  # missing, or a dangling link: the parse reports it as unreadable
+        return (path, None)
+    return (path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
 def kb_signature(root: str) -> tuple:
-    """Changes whenever any KB file is added, removed or written (a write always moves ctime)."""
-    synonyms = os.path.join(root, SYNONYMS_FILE)
-    sig = [CACHE_FORMAT, sys.version_info[:2]]
-    if os.path.exists(synonyms):
-        st = os.stat(synonyms)
-        sig.append((synonyms, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-    for top, suffixes in ((os.path.join(root, "entries"), (".yaml", ".yml")),
-                          (os.path.join(root, "quotes"), (".yaml", ".yml")),
-                          (evidence_dir(root), (".md", ".txt"))):
-        for entry in _scan(top, suffixes):
-            try:
-                st = entry.stat()
-            except OSError:  # a dangling link: the parse reports it as unreadable
-                sig.append((entry.path, None))
-                continue
-            sig.append((entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    """Changes whenever any KB file is added, removed or written."""
+    sig = [CACHE_FORMAT, sys.version_info[:2], stat_key(os.path.join(root, SYNONYMS_FILE))]
+    for top, suffixes in kb_folders(root):
+        sig.extend(stat_key(entry) for entry in _scan(top, suffixes))
     return tuple(sig)
 
 
@@ -443,7 +450,7 @@ def _parse_synonyms(path, col, yaml, loader) -> list:
 
 def _parse_sources(ev_dir, col, yaml) -> dict:
     sources = {}
-    for path in _files(ev_dir, (".md", ".txt")):
+    for path in _files(ev_dir, EVIDENCE_FILES):
         rel = col.rel(path)
         sid = os.path.splitext(os.path.basename(path))[0]
         try:
@@ -473,7 +480,7 @@ def _parse_sources(ev_dir, col, yaml) -> dict:
 
 def _parse_quotes(root, sources, col, yaml, loader) -> dict:
     quotes = {}
-    for path in _files(os.path.join(root, "quotes"), (".yaml", ".yml")):
+    for path in _files(os.path.join(root, "quotes"), YAML_FILES):
         rel = col.rel(path)
         data = _read_yaml(path, col, yaml, loader)
         if data is None:
@@ -519,7 +526,7 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
 def _parse_entries(root, quotes, col, yaml, loader) -> dict:
     entries = {}
     entries_dir = os.path.join(root, "entries")
-    for path in _files(entries_dir, (".yaml", ".yml")):
+    for path in _files(entries_dir, YAML_FILES):
         rel = col.rel(path)
         data = _read_yaml(path, col, yaml, loader)
         if data is None:

@@ -601,17 +601,10 @@ def _unwritable(exc: OSError) -> SiteError:
 
 
 def _watched(kb_root: str, templates: str, results_path: str) -> tuple:
-    from .load import _files, evidence_dir
-    paths = _files(kb_root, (".yaml", ".yml")) + _files(evidence_dir(kb_root), (".md", ".txt")) \
-        + _files(templates, (".j2", ".css")) + [results_path]
-    sig = []
-    for p in paths:
-        try:
-            st = os.stat(p)
-            sig.append((p, st.st_size, st.st_mtime_ns))
-        except OSError:
-            sig.append((p, None))
-    return tuple(sig)
+    """Changes when the KB, its evidence, a template or the snippet results change."""
+    from .load import _files, kb_signature, stat_key
+    return (kb_signature(kb_root),
+            tuple(stat_key(p) for p in _files(templates, (".j2", ".css")) + [results_path]))
 
 
 def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | None = None,
