@@ -134,9 +134,19 @@ def test_check_clean_kb(fixture_kb):
     assert r.returncode == 0 and r.stdout.startswith("ok: 2 entries")
 
 
-def test_no_colour_when_piped_or_no_color(fixture_kb):
+def test_no_colour_when_piped_or_no_color(fixture_kb, monkeypatch):
     r = kb("--kb", fixture_kb, "search", "loss flat")
     assert "\x1b[" not in r.stdout and "alpha-bug" in r.stdout
+    from kb_tools.cli import _use_colour
+
+    class Terminal:
+        def isatty(self):
+            return True
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert _use_colour(Terminal())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not _use_colour(Terminal())
 
 
 @pytest.mark.parametrize("args", [["search", "loss flat"], ["search", "loss flat", "--json", "-n", "3"],
