@@ -1,17 +1,22 @@
-"""Search quality on the labelled queries: this project's ranking against two baselines.
+"""Search quality on labelled queries: this project's rankings against baselines, with 95% intervals.
 
-All three rankers see the same entries and the same queries in one run:
-- `kb rank`: kb_tools.search.rank (synonym concepts, field-weighted BM25, symptom-line bonus);
-- `rapidfuzz`: the first ranking (best weighted WRatio over fields), kept as search.rank_fuzzy;
+All rankers see the same entries and the same queries in one run:
+- `hybrid`: `kb search` (lexical fused with the static sentence embeddings);
+- `lexical`: `kb search --lexical` (synonym concepts, field-weighted BM25, symptom-line bonus);
+- `dense`: the embeddings alone (each entry scored by its best title or symptom line);
 - `BM25`: rank_bm25's BM25Okapi over each entry's title, aliases, tags, symptoms, cause and fix
-  (a benchmark-only dependency: `pip install rank-bm25`).
+  (a benchmark-only dependency: `pip install rank-bm25`);
+- `rapidfuzz`: the first ranking (best weighted WRatio over fields), kept as search.rank_fuzzy.
 
-    python bench/search_quality.py [QUERIES] [--markdown]
+Intervals: 2,000 bootstrap resamples of the queries (seeded), percentile 2.5-97.5.
+
+    python bench/search_quality.py [QUERIES ...] [--markdown] [--misses RANKER]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import sys
 import time
@@ -20,7 +25,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from kb_tools.load import load_kb  # noqa: E402
-from kb_tools.search import build_index, evaluate, load_queries, rank, rank_fuzzy  # noqa: E402
+from kb_tools.search import build_index, dense_scores, evaluate, load_queries, rank, rank_fuzzy  # noqa: E402
+
+BOOTSTRAP = 2000
 
 
 def _tokens(text: str) -> list:
@@ -42,38 +49,76 @@ def bm25_ranker(kb):
     return ranker
 
 
+def dense_ranker(index):
+    ids = index.header["ids"]
+
+    def ranker(query, limit):
+        scores = dense_scores(index, query)
+        return [ids[i] for i in sorted(scores, key=lambda i: -scores[i][0])[:limit]]
+    return ranker
+
+
+def rankers(kb, index) -> dict:
+    return {
+        "hybrid": lambda q, k: [h.id for h in rank(index, q, k)],
+        "lexical": lambda q, k: [h.id for h in rank(index, q, k, dense=False)],
+        "dense": dense_ranker(index),
+        "BM25": bm25_ranker(kb),
+        "rapidfuzz": lambda q, k: [h.id for h in rank_fuzzy(kb.entries.values(), q, k)],
+    }
+
+
+def reciprocal_ranks(queries, ranker, depth=10) -> list:
+    out = []
+    for q in queries:
+        ranked = ranker(q["query"], depth)
+        found = next((n for n, eid in enumerate(ranked, 1) if eid in q["expect"]), None)
+        out.append(found)
+    return out
+
+
+def metrics(found: list) -> dict:
+    n = len(found) or 1
+    return {"hit@1": sum(r == 1 for r in found) / n,
+            "hit@3": sum(1 for r in found if r and r <= 3) / n,
+            "mrr": sum(1 / r for r in found if r) / n}
+
+
+def interval(found: list, key: str, seed: int = 0) -> tuple:
+    rng = random.Random(seed)
+    values = sorted(metrics([rng.choice(found) for _ in found])[key] for _ in range(BOOTSTRAP))
+    return values[int(0.025 * BOOTSTRAP)], values[int(0.975 * BOOTSTRAP) - 1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("queries", nargs="?", default=os.path.join(ROOT, "tests", "queries.yaml"))
-    parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    parser.add_argument("queries", nargs="*", default=[os.path.join(ROOT, "tests", "queries.yaml")])
+    parser.add_argument("--misses", metavar="RANKER", help="also list the queries RANKER does not answer at 1")
+    parser.add_argument("--only", help="comma-separated rankers to run (default: all)")
     args = parser.parse_args()
 
     kb = load_kb(use_cache=False)
     index = build_index(kb)
-    queries = load_queries(args.queries)
-    rankers = {
-        "kb rank": lambda q, k: [h.id for h in rank(index, q, k)],
-        "rapidfuzz": lambda q, k: [h.id for h in rank_fuzzy(kb.entries.values(), q, k)],
-        "BM25": bm25_ranker(kb),
-    }
-    rows = []
-    for name, ranker in rankers.items():
+    queries = [q for path in args.queries for q in load_queries(path)]
+    table = rankers(kb, index)
+    if args.only:
+        table = {k: v for k, v in table.items() if k in args.only.split(",")}
+    print(f"{len(queries)} queries over {len(kb.entries)} entries ({', '.join(map(os.path.basename, args.queries))})\n")
+    print("| ranker | hit@1 | hit@3 | MRR | ms/query |")
+    print("|---|---|---|---|---|")
+    for name, ranker in table.items():
         start = time.perf_counter()
-        report = evaluate(index, queries, ranker)
-        per_query_ms = (time.perf_counter() - start) * 1000 / max(report["queries"], 1)
-        rows.append((name, report, per_query_ms))
-    kinds = sorted({q.get("kind", "") for q in queries})
-    print(f"{len(queries)} queries over {len(kb.entries)} entries ({args.queries})\n")
-    head = ["ranker", "hit@1", "hit@3", "MRR"] + [f"hit@3 {k}" for k in kinds] + ["ms/query"]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for name, report, ms in rows:
-        by_kind = []
-        for kind in kinds:
-            subset = [q for q in queries if q.get("kind", "") == kind]
-            by_kind.append(f"{evaluate(index, subset, rankers[name])['hit@3']:.2f}")
-        print(f"| {name} | {report['hit@1']:.3f} | {report['hit@3']:.3f} | {report['mrr']:.3f} | "
-              + " | ".join(by_kind) + f" | {ms:.2f} |")
+        found = reciprocal_ranks(queries, ranker)
+        ms = (time.perf_counter() - start) * 1000 / max(len(queries), 1)
+        m = metrics(found)
+        cells = [f"{m[k]:.3f} [{lo:.2f}, {hi:.2f}]" for k in ("hit@1", "hit@3", "mrr")
+                 for lo, hi in [interval(found, k)]]
+        print(f"| {name} | " + " | ".join(cells) + f" | {ms:.2f} |")
+    if args.misses:
+        report = evaluate(index, queries, table[args.misses])
+        print()
+        for miss in report["misses"]:
+            print(f"rank {miss['rank']}: {miss['query'][:110]!r}\n    want {miss['expect']} got {miss['above']}")
     return 0
 
 

@@ -112,24 +112,27 @@ def cmd_check(args) -> int:
 def cmd_search(args) -> int:
     """Rank entries for a symptom query."""
     from .load import KBError
-    from .search import QueryError, load_index, search
+    from .search import QueryError, dense_unavailable, load_index, search
     query = " ".join(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
     try:
-        index = load_index(args.kb)
+        index = load_index(args.kb, dense=not args.lexical)
     except KBError as exc:
         raise Failure(str(exc)) from None
     _fail_if_invalid(index.header["problems"])
     try:
-        hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag)
+        hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
     except QueryError as exc:
         raise UsageError(str(exc)) from None
+    why = None if args.lexical else dense_unavailable(index)
+    if why:
+        print(f"kb: lexical ranking only: {why}", file=sys.stderr)
     if args.json:
         _print_json([h.to_json() for h in hits])
         return EXIT_OK
     if not hits:
-        print("no entry matches that well; try the words you see in the log, e.g. \"loss flat\"")
+        print("no entry shares a word with that query; try the words you see in the log, e.g. \"loss flat\"")
         return EXIT_OK
     width = max(len(h.id) for h in hits)
     for n, hit in enumerate(hits, 1):
@@ -338,6 +341,8 @@ def _args_search(p):
     p.add_argument("--area", choices=AREAS, help="only entries of this area")
     p.add_argument("--tag", help="only entries with this tag")
     p.add_argument("--json", action="store_true", help="a JSON array: id, title, area, score, matched, low_confidence")
+    p.add_argument("--lexical", action="store_true",
+                   help="rank by words only (BM25 with synonyms), without the sentence embeddings")
 
 
 def _args_show(p):
@@ -475,7 +480,8 @@ def quick_search_args(argv):
     """
     from types import SimpleNamespace
 
-    args = SimpleNamespace(kb=None, limit=10, area=None, tag=None, json=False, query=[], func=cmd_search)
+    args = SimpleNamespace(kb=None, limit=10, area=None, tag=None, json=False, lexical=False, query=[],
+                           func=cmd_search)
     tokens, command, only_words = list(argv), None, False
     while tokens:
         token = tokens.pop(0)
@@ -488,8 +494,8 @@ def quick_search_args(argv):
                 args.query.append(token)
         elif token == "--" and command:
             only_words = True
-        elif token == "--json" and command:
-            args.json = True
+        elif token in ("--json", "--lexical") and command:
+            setattr(args, token[2:], True)
         else:
             flag, has_value, value = token.partition("=")
             if flag not in SEARCH_OPTIONS or (command is None and flag != "--kb"):

@@ -33,7 +33,9 @@ CANDIDATES = 60            # entries re-ranked with the symptom-line bonus
 VAGUE_IDF = 1.0            # a query whose rarest word is this common (in ~40% of entries) is vague
 TRIAGE_PRIOR = 1.3         # and lifts the triage entries by this factor
 LOW_CONFIDENCE = 35.0      # score under which a hit is marked as a guess
-NO_MATCH = 15.0            # best score under which nothing is returned
+RRF_K = 10                 # reciprocal-rank fusion: 1 / (RRF_K + rank) from each side
+DENSE_WEIGHT = 1.0         # the dense side's share of the fused score
+DENSE_CONFIDENCE = 100.0   # confidence of a dense match: this times its cosine
 
 STOP_WORDS = frozenset("""
 a an the of to in on at for from by with and or but if then than so as is are was were be been being
@@ -161,8 +163,36 @@ def index_parts(kb) -> tuple:
     records.update((("p", term), p) for term, p in postings.items())
     header = {"ids": ids, "areas": areas, "tags": tags, "lengths": lengths, "idf": idf,
               "phrases": phrases, "longest": longest, "problems": [str(p) for p in kb.problems],
-              "avg_length": (sum(lengths) / len(lengths)) if lengths else 1.0}
+              "avg_length": (sum(lengths) / len(lengths)) if lengths else 1.0, "dense": None}
+    if not kb.problems:  # validate first, index second: vectors only for a KB whose fields are sound
+        header["dense"] = _dense_parts(kb, records)
     return header, records
+
+
+def dense_texts(entry) -> list:
+    """The texts of an entry the dense side compares a query with; the entry scores its best one."""
+    return [entry.title, *entry.symptoms]
+
+
+def _dense_parts(kb, records: dict):
+    """Embed every entry's dense texts into records[("v", 0)]; the header part says how to read them.
+
+    None when the embedder is unavailable: the index is then lexical only, and
+    a later search rebuilds it once the embedder is there (see `load_index`).
+    """
+    embedder = _embedder()
+    if embedder is None:
+        return None
+    owners, texts = [], []
+    for idx, e in enumerate(kb.entries.values()):
+        for text in dense_texts(e):
+            owners.append(idx)
+            texts.append(text)
+    matrix = embedder.encode(texts).astype("float16")
+    records[("v", 0)] = matrix.tobytes()
+    # first row of each entry: the rows of one entry are contiguous, so a max per entry is one reduceat
+    starts = [n for n, idx in enumerate(owners) if n == 0 or owners[n - 1] != idx]
+    return {"dim": embedder.dim, "rows": len(owners), "owners": owners, "starts": starts}
 
 
 def build_index(kb):
@@ -171,10 +201,43 @@ def build_index(kb):
     return Table(*index_parts(kb))
 
 
-def load_index(kb_root: str | None = None):
-    """The search index of the KB at `kb_root`, from cache unless a KB file changed."""
+def load_index(kb_root: str | None = None, dense: bool = True):
+    """The search index of the KB at `kb_root`, from cache unless a KB file changed.
+
+    The cache key says whether the embedder could be loaded, so an index built
+    before numpy was installed is rebuilt once it is, without importing numpy.
+    """
+    from . import embed
     from .load import cached_table
-    return cached_table(kb_root, "search-index", INDEX_VERSION, index_parts)
+    index = cached_table(kb_root, "search-index", (INDEX_VERSION, embed.available()), index_parts)
+    if dense and index.header.get("dense") is None and not index.header["problems"] and _embedder():
+        # built by a process that could not load the embedder although numpy was findable: rebuild once
+        index = cached_table(kb_root, "search-index", (INDEX_VERSION, "dense"), index_parts)
+    return index
+
+
+_EMBEDDER = []  # [embedder or None], loaded once per process
+
+
+def _embedder():
+    """The packaged static embedder, or None (numpy or its vectors missing)."""
+    if not _EMBEDDER:
+        from . import embed
+        _EMBEDDER.append(embed.load())
+    return _EMBEDDER[0]
+
+
+def dense_unavailable(index) -> str | None:
+    """Why the dense side cannot rank with this index (None when it can)."""
+    if _embedder() is None:
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            return "numpy is not installed"
+        return "the packaged token vectors are missing or unreadable"
+    if index.header.get("dense") is None:
+        return "the index holds no entry vectors"
+    return None
 
 
 # ---------------------------------------------------------------- typos
@@ -286,12 +349,15 @@ def query_terms(query: str, index) -> dict:
     return counts
 
 
-def rank(index, query: str, limit: int = 10, allowed: set | None = None) -> list:
-    """Hits for `query`, best first; `allowed` restricts to a set of entry positions."""
-    query = validate_query(query)
+def lexical_scores(index, q: dict, allowed: set | None = None) -> tuple:
+    """BM25 over field-weighted terms, plus the symptom-line bonus for the best CANDIDATES.
+
+    Returns ({entry: (score, best line, confidence)}, records read); confidence
+    (0-100) is half how much of the query the entry explains, half how much of its
+    best symptom line the query holds.
+    """
     head = index.header
     idf, lengths, avg = head["idf"], head["lengths"], head["avg_length"]
-    q = query_terms(query, index)
     unseen = math.log(1 + (len(lengths) + 0.5) / 0.5)  # the IDF of a word no entry uses
     query_mass = sum(idf.get(t, unseen) for t in q) or 1.0
     scores, explained = {}, {}
@@ -307,11 +373,10 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None) -> list
     # A query made only of common words ("loss flat") says little about the cause:
     # the first-hour triage checks are then the most useful answer.
     vague = max((idf.get(t, unseen) for t in q), default=unseen) <= VAGUE_IDF
-    ids = head["ids"]
     if allowed is not None:
         scores = {i: s for i, s in scores.items() if i in allowed}
     top = sorted(scores.items(), key=lambda kv: -kv[1])[:CANDIDATES]
-    reranked, shown = [], {}
+    out, shown = {}, {}
     for idx, base in top:
         best_cov, best_line = 0.0, 0
         shown[idx] = index.get(("e", idx))
@@ -321,26 +386,89 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None) -> list
                 cov = sum(idf.get(t, 0.0) for t in line if t in q) / mass  # share of the line the query holds
                 if cov > best_cov:
                     best_cov, best_line = cov, n
-        # confidence: how much of the query the entry explains, and of its best line the query holds
         confidence = 50.0 * (min(explained[idx] / query_mass, 1.0) + best_cov)
         score = base + LINE_BONUS * best_cov * best_cov
         if vague and head["areas"][idx] == "triage":
             score *= TRIAGE_PRIOR
-        reranked.append((score, idx, best_line, confidence))
-    reranked.sort(key=lambda r: (-r[0], ids[r[1]]))
-    hits = []
-    for raw, idx, line, confidence in reranked[:limit]:
-        # the best hit scores its confidence; the others, that scaled by their ranking score
-        score = reranked[0][3] * raw / reranked[0][0] if reranked[0][0] > 0 else 0.0
-        title, symptoms, _ = shown[idx]
-        hits.append(Hit(ids[idx], title, head["areas"][idx], score, symptoms[line] if symptoms else "",
-                        low_confidence=score < LOW_CONFIDENCE))
-    if hits and hits[0].score < NO_MATCH:
+        out[idx] = (score, best_line, confidence)
+    return out, shown
+
+
+def dense_scores(index, query: str, allowed: set | None = None) -> dict:
+    """{entry: (best cosine, its line)}: the query against each entry's title and symptom lines."""
+    embedder, dense = _embedder(), index.header.get("dense")
+    if embedder is None or not dense or not dense["rows"]:
+        return {}
+    import numpy as np
+    qv = embedder.encode([query])[0]
+    if not qv.any():
+        return {}
+    matrix = np.frombuffer(index.get(("v", 0)), dtype=np.float16).reshape(dense["rows"], dense["dim"])
+    sims = matrix.astype(np.float32) @ qv
+    starts = dense["starts"]
+    best = np.maximum.reduceat(sims, starts)
+    owners = dense["owners"]
+    out = {}
+    for n, start in enumerate(starts):
+        idx = owners[start]
+        if allowed is not None and idx not in allowed:
+            continue
+        stop = starts[n + 1] if n + 1 < len(starts) else len(owners)
+        line = int(np.argmax(sims[start:stop]))
+        out[idx] = (float(best[n]), line - 1)  # row 0 of an entry is its title: line -1
+    return out
+
+
+def _fuse(lexical: dict, dense: dict) -> dict:
+    """Reciprocal-rank fusion of the two rankings: {entry: fused score}."""
+    fused = {}
+    for weight, ranked in ((1.0, sorted(lexical, key=lambda i: -lexical[i][0])),
+                           (DENSE_WEIGHT, sorted(dense, key=lambda i: -dense[i][0])[:CANDIDATES])):
+        for r, idx in enumerate(ranked, 1):
+            fused[idx] = fused.get(idx, 0.0) + weight / (RRF_K + r)
+    return fused
+
+
+def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: bool = True) -> list:
+    """Hits for `query`, best first; `allowed` restricts to a set of entry positions.
+
+    A query that shares no word with the index ("zebra giraffe") gets no hits;
+    any other gets its best candidates, marked low-confidence when they are.
+    """
+    query = validate_query(query)
+    head = index.header
+    q = query_terms(query, index)
+    lexical, shown = lexical_scores(index, q, allowed)
+    if not any(t in head["idf"] for t in q):
         return []
+    near = dense_scores(index, query, allowed) if dense else {}
+    fused = _fuse(lexical, near) if near else {i: v[0] for i, v in lexical.items()}
+    ids = head["ids"]
+    order = sorted(fused, key=lambda i: (-fused[i], ids[i]))[:limit]
+    if not order:
+        return []
+    hits, top = [], None
+    for idx in order:
+        score_lex, line, conf_lex = lexical.get(idx, (0.0, None, 0.0))
+        cos, dense_line = near.get(idx, (0.0, None))
+        confidence = max(conf_lex, DENSE_CONFIDENCE * cos)
+        if line is None or (conf_lex < DENSE_CONFIDENCE * cos and dense_line is not None and dense_line >= 0):
+            line = dense_line
+        if top is None:
+            top = (confidence, fused[idx])
+        # the best hit scores its confidence; the others, that scaled by their fused score
+        score = top[0] * fused[idx] / top[1] if top[1] > 0 else 0.0
+        record = shown.get(idx) or index.get(("e", idx))
+        title, symptoms, _ = record
+        matched = symptoms[line] if symptoms and line is not None and 0 <= line < len(symptoms) else (
+            symptoms[0] if symptoms else "")
+        hits.append(Hit(ids[idx], title, head["areas"][idx], score, matched,
+                        low_confidence=score < LOW_CONFIDENCE))
     return hits
 
 
-def search(index, query: str, limit: int = 10, area: str | None = None, tag: str | None = None) -> list:
+def search(index, query: str, limit: int = 10, area: str | None = None, tag: str | None = None,
+           dense: bool = True) -> list:
     """The ranked hits for `query` among the indexed entries, best first, optionally filtered."""
     allowed = None
     if area is not None or tag is not None:
@@ -348,7 +476,7 @@ def search(index, query: str, limit: int = 10, area: str | None = None, tag: str
         head = index.header
         allowed = {i for i, (a, tags) in enumerate(zip(head["areas"], head["tags"]))
                    if (area is None or a == area) and (tag is None or tag in tags)}
-    return rank(index, query, limit=limit, allowed=allowed)
+    return rank(index, query, limit=limit, allowed=allowed, dense=dense)
 
 
 # ---------------------------------------------------------------- the first ranking, kept as a baseline
