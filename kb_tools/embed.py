@@ -8,9 +8,9 @@ costs a tokenizer pass and a few row lookups instead of a transformer. The
 tokenizer is BERT's uncased WordPiece, written out here because the `tokenizers`
 package would cost more to import than the whole lookup.
 
-Only the search path imports this module, and only when the dense side is used;
-numpy is its one dependency. `load()` returns None when numpy or the vectors are
-missing, and the caller falls back to the lexical ranking.
+A query is embedded in pure Python; building the index embeds every entry line
+with numpy. `load()` returns None when the packaged files are missing, and the
+caller falls back to the lexical ranking.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import unicodedata
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "embeddings")
 TOKENS_FILE = "static-minilm.tokens"
-VECTORS_FILE = "static-minilm.npy"         # int8, one row per token
-SCALES_FILE = "static-minilm.scale.npy"    # float32, the factor of each row
+ROWS_FILE = "static-minilm.int8"           # raw int8, one row of DIM values per token
+SCALES_FILE = "static-minilm.scale.f32"    # raw float32 (native order, little-endian), each row's factor
 MAX_WORD_CHARS = 100       # WordPiece's own limit: a longer "word" is one unknown token
 MAX_TOKENS = 512           # the model's context: tokens past it add nothing to the mean
 UNK = "[UNK]"
@@ -91,12 +91,16 @@ def wordpiece(word: str, vocab: dict) -> list:
 
 
 class StaticEmbedder:
-    """Token table plus tokenizer: `encode(texts)` gives one unit-length row per text."""
+    """Token table plus tokenizer.
 
-    def __init__(self, tokens: list, vectors, scales):
+    `encode_query` is pure Python (a query reads a few rows; importing numpy
+    would cost more than the whole search), `encode` uses numpy for the many
+    texts of an index build. Both give the same unit-length vectors.
+    """
+
+    def __init__(self, tokens: list, rows_path: str, scales, dim: int):
         self.vocab = {t: i for i, t in enumerate(tokens)}
-        self.vectors, self.scales = vectors, scales
-        self.dim = vectors.shape[1]
+        self.rows_path, self.scales, self.dim = rows_path, scales, dim
 
     def token_ids(self, text: str) -> list:
         vocab, ids = self.vocab, []
@@ -110,41 +114,61 @@ class StaticEmbedder:
                         return ids
         return ids
 
+    def encode_query(self, text: str) -> list:
+        """One text's unit vector as a list of floats ([] when no token of it is known)."""
+        from array import array
+        ids = self.token_ids(text)
+        if not ids:
+            return []
+        dim, total = self.dim, [0.0] * self.dim
+        with open(self.rows_path, "rb") as fh:  # a query reads its tokens' rows, not the 7 MB table
+            for i in ids:
+                fh.seek(i * dim)
+                row = array("b", fh.read(dim))
+                if len(row) != dim:
+                    return []
+                scale = self.scales[i]
+                total = [t + scale * r for t, r in zip(total, row)]
+        norm = sum(t * t for t in total) ** 0.5
+        return [t / norm for t in total] if norm > 0 else []
+
     def encode(self, texts):
-        """A float32 matrix, one L2-normalised row per text (a text with no known token: zeros)."""
+        """A float32 numpy matrix, one unit row per text (zeros for a text with no known token)."""
         import numpy as np
+        table = np.fromfile(self.rows_path, dtype=np.int8).reshape(-1, self.dim)
+        scales = np.asarray(self.scales, dtype=np.float32)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
+        for n, text in enumerate(texts):
             ids = self.token_ids(text)
             if ids:
-                v = (self.vectors[ids].astype(np.float32) * self.scales[ids, None]).mean(axis=0)
+                v = (table[ids].astype(np.float32) * scales[ids, None]).sum(axis=0)
                 norm = float(np.sqrt(v @ v))
                 if norm > 0:
-                    out[row] = v / norm
+                    out[n] = v / norm
         return out
 
 
 def available(data_dir: str = DATA_DIR) -> bool:
-    """Whether `load()` can work, checked without importing numpy (the lexical path never does)."""
+    """Whether an index build can embed entries: numpy (found, not imported) and the token table."""
     from importlib.util import find_spec
-    return find_spec("numpy") is not None and os.path.isfile(os.path.join(data_dir, VECTORS_FILE))
+    return find_spec("numpy") is not None and os.path.isfile(os.path.join(data_dir, ROWS_FILE))
 
 
 def load(data_dir: str = DATA_DIR) -> StaticEmbedder | None:
-    """The packaged embedder, or None when numpy or the token table is not there."""
-    try:
-        import numpy as np
-    except ImportError:
-        return None
+    """The packaged embedder, or None when its files are missing or do not fit together."""
+    from array import array
+    rows_path = os.path.join(data_dir, ROWS_FILE)
     try:
         with open(os.path.join(data_dir, TOKENS_FILE), encoding="utf-8") as fh:
             tokens = fh.read().split("\n")
-        vectors = np.load(os.path.join(data_dir, VECTORS_FILE), mmap_mode="r", allow_pickle=False)
-        scales = np.load(os.path.join(data_dir, SCALES_FILE), allow_pickle=False)
-    except (OSError, ValueError):
+        scales = array("f")
+        with open(os.path.join(data_dir, SCALES_FILE), "rb") as fh:
+            scales.frombytes(fh.read())
+        rows_size = os.stat(rows_path).st_size
+    except (OSError, ValueError, UnicodeDecodeError):
         return None
     if tokens and tokens[-1] == "":
         tokens.pop()
-    if vectors.ndim != 2 or vectors.shape[0] != len(tokens) or scales.shape != (len(tokens),):
+    if not tokens or len(scales) != len(tokens) or rows_size % len(tokens):
         return None
-    return StaticEmbedder(tokens, vectors, scales)
+    return StaticEmbedder(tokens, rows_path, scales, rows_size // len(tokens))

@@ -20,7 +20,7 @@ import math
 
 MAX_QUERY_CHARS = 10_000
 MAX_CORRECTED_WORD = 48    # longer words are not typos: their one-edit variants alone would cost seconds
-INDEX_VERSION = 7
+INDEX_VERSION = 8
 
 # How much a term in each field counts: symptoms are what users type.
 FIELD_WEIGHTS = {
@@ -36,6 +36,7 @@ LOW_CONFIDENCE = 35.0      # score under which a hit is marked as a guess
 RRF_K = 10                 # reciprocal-rank fusion: 1 / (RRF_K + rank) from each side
 DENSE_WEIGHT = 1.0         # the dense side's share of the fused score
 DENSE_CONFIDENCE = 100.0   # confidence of a dense match: this times its cosine
+DENSE_NUMPY_ROWS = 4000    # from this many entry lines on, numpy's import costs less than a Python loop
 
 STOP_WORDS = frozenset("""
 a an the of to in on at for from by with and or but if then than so as is are was were be been being
@@ -177,10 +178,14 @@ def dense_texts(entry) -> list:
 def _dense_parts(kb, records: dict):
     """Embed every entry's dense texts into records[("v", 0)]; the header part says how to read them.
 
-    None when the embedder is unavailable: the index is then lexical only, and
-    a later search rebuilds it once the embedder is there (see `load_index`).
+    None when numpy or the embedder is unavailable: the index is then lexical
+    only, and a later search rebuilds it once they are there (see `load_index`).
     """
     embedder = _embedder()
+    try:
+        import numpy as np
+    except ImportError:
+        return None
     if embedder is None:
         return None
     owners, texts = [], []
@@ -188,11 +193,13 @@ def _dense_parts(kb, records: dict):
         for text in dense_texts(e):
             owners.append(idx)
             texts.append(text)
-    matrix = embedder.encode(texts).astype("float16")
-    records[("v", 0)] = matrix.tobytes()
-    # first row of each entry: the rows of one entry are contiguous, so a max per entry is one reduceat
-    starts = [n for n, idx in enumerate(owners) if n == 0 or owners[n - 1] != idx]
-    return {"dim": embedder.dim, "rows": len(owners), "owners": owners, "starts": starts}
+    matrix = embedder.encode(texts)
+    scales = np.abs(matrix).max(axis=1) / 127.0  # int8 rows, as the token table: a quarter of float32's bytes
+    scales[scales == 0] = 1.0
+    records[("v", 0)] = np.round(matrix / scales[:, None]).astype(np.int8).tobytes()
+    starts = [n for n, idx in enumerate(owners) if n == 0 or owners[n - 1] != idx]  # an entry's rows are contiguous
+    return {"dim": embedder.dim, "rows": len(owners), "owners": owners, "starts": starts,
+            "scales": scales.tolist()}
 
 
 def build_index(kb):
@@ -210,7 +217,8 @@ def load_index(kb_root: str | None = None, dense: bool = True):
     from . import embed
     from .load import cached_table
     index = cached_table(kb_root, "search-index", (INDEX_VERSION, embed.available()), index_parts)
-    if dense and index.header.get("dense") is None and not index.header["problems"] and _embedder():
+    if (dense and index.header.get("dense") is None and not index.header["problems"] and embed.available()
+            and _embedder()):
         # built by a process that could not load the embedder although numpy was findable: rebuild once
         index = cached_table(kb_root, "search-index", (INDEX_VERSION, "dense"), index_parts)
     return index
@@ -230,13 +238,10 @@ def _embedder():
 def dense_unavailable(index) -> str | None:
     """Why the dense side cannot rank with this index (None when it can)."""
     if _embedder() is None:
-        try:
-            import numpy  # noqa: F401
-        except ImportError:
-            return "numpy is not installed"
         return "the packaged token vectors are missing or unreadable"
     if index.header.get("dense") is None:
-        return "the index holds no entry vectors"
+        from importlib.util import find_spec
+        return "numpy is not installed" if find_spec("numpy") is None else "the index holds no entry vectors"
     return None
 
 
@@ -395,27 +400,35 @@ def lexical_scores(index, q: dict, allowed: set | None = None) -> tuple:
 
 
 def dense_scores(index, query: str, allowed: set | None = None) -> dict:
-    """{entry: (best cosine, its line)}: the query against each entry's title and symptom lines."""
+    """{entry: (best cosine, its line)}: the query against each entry's title and symptom lines.
+
+    Pure Python for a KB of the shipped size; numpy only where the matrix is so
+    large that its import costs less than the loop (DENSE_NUMPY_ROWS).
+    """
     embedder, dense = _embedder(), index.header.get("dense")
-    if embedder is None or not dense or not dense["rows"]:
+    if embedder is None or not dense or not dense["rows"] or dense["dim"] != embedder.dim:
         return {}
-    import numpy as np
-    qv = embedder.encode([query])[0]
-    if not qv.any():
+    qv = embedder.encode_query(query)
+    if not qv:
         return {}
-    matrix = np.frombuffer(index.get(("v", 0)), dtype=np.float16).reshape(dense["rows"], dense["dim"])
-    sims = matrix.astype(np.float32) @ qv
-    starts = dense["starts"]
-    best = np.maximum.reduceat(sims, starts)
-    owners = dense["owners"]
-    out = {}
-    for n, start in enumerate(starts):
+    dim, n_rows, blob = dense["dim"], dense["rows"], index.get(("v", 0))
+    scales = dense["scales"]
+    if n_rows >= DENSE_NUMPY_ROWS:
+        import numpy as np
+        matrix = np.frombuffer(blob, dtype=np.int8).reshape(n_rows, dim)
+        sims = ((matrix @ np.asarray(qv, dtype=np.float32)) * np.asarray(scales, dtype=np.float32)).tolist()
+    else:
+        from operator import mul
+        rows = memoryview(blob).cast("b")
+        sims = [sum(map(mul, rows[r * dim:(r + 1) * dim], qv)) * scales[r] for r in range(n_rows)]
+    owners, out = dense["owners"], {}
+    for n, start in enumerate(dense["starts"]):
         idx = owners[start]
         if allowed is not None and idx not in allowed:
             continue
-        stop = starts[n + 1] if n + 1 < len(starts) else len(owners)
-        line = int(np.argmax(sims[start:stop]))
-        out[idx] = (float(best[n]), line - 1)  # row 0 of an entry is its title: line -1
+        stop = dense["starts"][n + 1] if n + 1 < len(dense["starts"]) else n_rows
+        best = max(range(start, stop), key=sims.__getitem__)
+        out[idx] = (sims[best], best - start - 1)  # row 0 of an entry is its title: line -1
     return out
 
 

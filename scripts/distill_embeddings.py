@@ -11,7 +11,7 @@ separate environment:
 model2vec's distill runs every vocabulary token through the model on its own,
 reduces the outputs with PCA and weights them by estimated token frequency
 (SIF). The result is stored as a token list, an int8 matrix and one float32
-scale per row (symmetric quantisation: half the size of float16, and on the
+scale per row, both raw little-endian bytes (symmetric quantisation: half the size of float16, and on the
 labelled queries the same ranking to the third decimal), the files
 kb_tools/embed.py reads.
 """
@@ -49,9 +49,11 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "static-minilm.tokens"), "w", encoding="utf-8") as fh:
         fh.write("\n".join(tokens) + "\n")
-    np.save(os.path.join(args.out, "static-minilm.npy"), quantised, allow_pickle=False)
-    np.save(os.path.join(args.out, "static-minilm.scale.npy"), scales.astype(np.float32), allow_pickle=False)
-    for name in ("static-minilm.tokens", "static-minilm.npy", "static-minilm.scale.npy"):
+    with open(os.path.join(args.out, "static-minilm.int8"), "wb") as fh:
+        fh.write(quantised.tobytes())
+    with open(os.path.join(args.out, "static-minilm.scale.f32"), "wb") as fh:
+        fh.write(scales.astype("<f4").tobytes())
+    for name in ("static-minilm.tokens", "static-minilm.int8", "static-minilm.scale.f32"):
         with open(os.path.join(args.out, name), "rb") as fh:
             print(name, hashlib.sha256(fh.read()).hexdigest())
     print(f"{len(tokens)} tokens x {vectors.shape[1]} dims")

@@ -15,7 +15,13 @@ EMBEDDER = embed.load()
 
 def test_packaged_vectors_load():
     assert EMBEDDER is not None and EMBEDDER.dim == 256
-    assert EMBEDDER.vectors.shape[0] == len(EMBEDDER.vocab) > 29_000
+    assert len(EMBEDDER.scales) == len(EMBEDDER.vocab) > 29_000
+
+
+@pytest.mark.parametrize("text", ["training loss does not decrease", "RuntimeError: CUDA error: out of memory",
+                                  "Gradienten verschwinden 损失 naïve"])
+def test_query_side_in_pure_python_matches_the_numpy_build_side(text):
+    assert np.allclose(EMBEDDER.encode_query(text), EMBEDDER.encode([text])[0], atol=1e-5)
 
 
 @pytest.mark.parametrize("text, words", [
@@ -44,7 +50,7 @@ def test_related_phrasings_are_closer_than_unrelated_ones():
 
 
 def test_text_with_no_known_token_is_a_zero_vector():
-    assert not EMBEDDER.encode(["\x00\x01"]).any()
+    assert not EMBEDDER.encode(["\x00\x01"]).any() and EMBEDDER.encode_query("\x00\x01") == []
 
 
 def test_missing_vectors_mean_no_embedder(tmp_path):
