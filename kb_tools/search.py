@@ -211,16 +211,15 @@ def build_index(kb):
 def load_index(kb_root: str | None = None, dense: bool = True):
     """The search index of the KB at `kb_root`, from cache unless a KB file changed.
 
-    The cache key says whether the embedder could be loaded, so an index built
-    before numpy was installed is rebuilt once it is, without importing numpy.
+    An index built without entry vectors (numpy was missing) is rebuilt once a
+    dense search finds numpy installed; the lexical path never checks.
     """
-    from . import embed
     from .load import cached_table
-    index = cached_table(kb_root, "search-index", (INDEX_VERSION, embed.available()), index_parts)
-    if (dense and index.header.get("dense") is None and not index.header["problems"] and embed.available()
-            and _embedder()):
-        # built by a process that could not load the embedder although numpy was findable: rebuild once
-        index = cached_table(kb_root, "search-index", (INDEX_VERSION, "dense"), index_parts)
+    index = cached_table(kb_root, "search-index", INDEX_VERSION, index_parts)
+    if dense and index.header.get("dense") is None and not index.header["problems"]:
+        from . import embed
+        if embed.available() and _embedder():
+            index = cached_table(kb_root, "search-index", (INDEX_VERSION, "dense"), index_parts)
     return index
 
 
