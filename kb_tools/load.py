@@ -13,7 +13,7 @@ import sys
 
 from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, Entry, Problem, Quote, Source
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 
 # Stable problem codes, one sentence each (listed in CONTRIBUTING.md; a test keeps both in step).
 CODES = {
@@ -55,6 +55,7 @@ ENTRY_FIELDS = {
     "caveats": ("str", True), "correction": ("str", False), "see_also": ("list", False),
     "evidence": ("list", False), "snippet_kind": (SNIPPET_KINDS, True),
     "snippet_note": ("str", False), "launch": (LAUNCHERS, False), "snippet": ("str", True),
+    "figures": ("figures", False),
 }
 QUOTE_FIELDS = {
     "id": ("str", True), "text": ("str", True), "source": ("str", True),
@@ -398,12 +399,33 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
             col.add(path, at(field), "KB004", field, "must be a list of non-empty strings")
         elif expected == "bool" and not isinstance(value, bool):
             col.add(path, at(field), "KB004", field, "must be true or false")
+        elif expected == "figures" and _figures_problem(value):
+            col.add(path, at(field), "KB004", field, _figures_problem(value))
         elif isinstance(expected, tuple) and value not in expected:
             col.add(path, at(field), "KB008", field,
                     f"'{value}' is not one of: {', '.join(expected)}{_suggest(str(value), expected)}")
     for field, (_, required) in spec.items():
         if required and field not in data:
             col.add(path, data.get("__line__", 1), "KB003", field, f"missing required {kind} field")
+
+
+def _figures(value) -> dict:
+    """An entry's `figures` mapping without the line bookkeeping the loader adds to every mapping."""
+    return {k: v for k, v in value.items() if not (isinstance(k, str) and k.startswith("__"))} \
+        if isinstance(value, dict) else {}
+
+
+def _figures_problem(value) -> str | None:
+    """Why `figures` is malformed: it maps snake_case names to the quoted text the snippet prints."""
+    if not isinstance(value, dict) or not _figures(value):
+        return "must map figure names to values, e.g. `dead_units: \"58%\"`"
+    for name, figure in _figures(value).items():
+        if not (isinstance(name, str) and name[:1].isalpha() and name.isascii()
+                and name.replace("_", "").isalnum() and name == name.lower()):
+            return f"'{name}' is not a snake_case figure name"
+        if not (isinstance(figure, str) and figure.strip() and figure == figure.strip() and "\n" not in figure):
+            return f"'{name}' must be one line of quoted text as the snippet prints it, got {figure!r}"
+    return None
 
 
 def _read_yaml(path, col, yaml, loader):
@@ -568,6 +590,7 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             evidence=listed("evidence"), snippet_kind=data.get("snippet_kind"),
             snippet_note=data.get("snippet_note"), launch=data.get("launch") or "python",
             snippet=data.get("snippet") if isinstance(data.get("snippet"), str) else "",
+            figures={} if _figures_problem(data.get("figures")) else _figures(data.get("figures")),
             path=rel, lines={k: v for k, v in lines.items()},
             snippet_line=data["__blocks__"].get("snippet", lines.get("snippet", 1)),
         )

@@ -46,7 +46,7 @@ class Entry(_Record):
     __slots__ = (
         "id", "title", "area", "tags", "aliases", "symptoms", "cause", "fix",
         "check", "caveats", "correction", "see_also", "evidence",
-        "snippet_kind", "snippet_note", "launch", "snippet",
+        "snippet_kind", "snippet_note", "launch", "snippet", "figures",
         "path", "lines", "snippet_line",
     )
     id: str
@@ -66,6 +66,7 @@ class Entry(_Record):
     snippet_note: str | None
     launch: str
     snippet: str
+    figures: dict           # name -> value string the prose restates and the CPU snippet prints
     path: str
     lines: dict
     snippet_line: int

@@ -15,6 +15,8 @@ import tempfile
 import time
 
 DEVICES = ("cpu", "cuda")
+FIGURE_LINE = re.compile(r"^figure ([a-z][a-z0-9_]*): (.+?)\s*$")
+PROSE_FIELDS = ("title", "symptoms", "cause", "fix", "check", "caveats", "correction", "snippet_note")
 DEFAULT_TIMEOUT = 60
 TORCHRUN_PROCS = 2
 
@@ -110,3 +112,39 @@ def failing_line(run: SnippetRun) -> int | None:
     """The YAML line of the innermost snippet frame in the traceback, if any."""
     found = re.findall(r'File "' + re.escape(run.entry.path) + r'", line (\d+)', run.stderr or "")
     return int(found[-1]) if found else None
+
+
+def printed_figures(stdout: str) -> dict:
+    """The `figure NAME: VALUE` lines a snippet printed, as {name: value} (the last one wins)."""
+    return {m.group(1): m.group(2) for m in map(FIGURE_LINE.match, (stdout or "").splitlines()) if m}
+
+
+def prose(entry) -> str:
+    """The entry's text a reader sees, where a restated figure must appear."""
+    parts = []
+    for field in PROSE_FIELDS:
+        value = getattr(entry, field) or ""
+        parts.extend(value if isinstance(value, list) else [value])
+    return "\n".join(parts)
+
+
+def states(text: str, value: str) -> bool:
+    """Whether `value` occurs in `text` as a whole figure (58% is not found in 158% or 58.5%)."""
+    return re.search(r"(?<![0-9A-Za-z.])" + re.escape(value) + r"(?![0-9A-Za-z]|\.[0-9])", text) is not None
+
+
+def figure_problems(entry, stdout: str) -> list:
+    """Where the entry's `figures`, its prose and what its snippet printed disagree (CPU run only:
+    the figures are the seeded CPU values, CUDA kernels may print others)."""
+    listed, printed, text = entry.figures or {}, printed_figures(stdout), prose(entry)
+    problems = []
+    for name, value in listed.items():
+        if not states(text, value):
+            problems.append(f"figure {name}: the entry lists {value!r} but its text never states it")
+        if name not in printed:
+            problems.append(f"figure {name}: the snippet printed no `figure {name}: ...` line")
+        elif printed[name] != value:
+            problems.append(f"figure {name}: the text says {value!r} but the snippet printed {printed[name]!r}")
+    for name in printed.keys() - listed.keys():
+        problems.append(f"figure {name}: printed by the snippet as {printed[name]!r} but not listed in `figures`")
+    return problems

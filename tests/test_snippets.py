@@ -21,6 +21,11 @@ class SnippetFailed(Exception):
         self.run = run
 
 
+class FiguresDrifted(Exception):
+    def __init__(self, run, problems):
+        self.run, self.problems = run, problems
+
+
 class SnippetItem(pytest.Item):
     def __init__(self, *, entry, device, **kwargs):
         super().__init__(**kwargs)
@@ -34,9 +39,18 @@ class SnippetItem(pytest.Item):
         self.user_properties.append(("seconds", round(run.seconds, 2)))
         if not run.passed:
             raise SnippetFailed(run)
+        if self.device == "cpu":  # the figures are the seeded CPU values; CUDA kernels may differ
+            problems = snippets.figure_problems(self.entry, run.stdout)
+            if problems:
+                raise FiguresDrifted(run, problems)
         print(f"{self.name}: {run.summary()} ({run.seconds:.1f}s)")
 
     def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, FiguresDrifted):
+            run = excinfo.value.run
+            line = run.entry.lines.get("figures", run.entry.snippet_line)
+            return "\n".join(f"{run.entry.path}:{line}: {p}" for p in excinfo.value.problems) \
+                + f"\n--- stdout ---\n{run.stdout[-2000:]}"
         if not isinstance(excinfo.value, SnippetFailed):
             return super().repr_failure(excinfo, style)
         run = excinfo.value.run
@@ -58,14 +72,26 @@ class SnippetSuite(pytest.File):
                 yield SnippetItem.from_parent(self, name=f"{entry.id}[{device}]", entry=entry, device=device)
 
 
-def write_results(outcomes: dict) -> None:
-    """Record which devices each snippet passed on, for the docs site (atomic write)."""
+def write_results(outcomes: dict, path: str = RESULTS_FILE) -> None:
+    """Record which devices each snippet passed on, for the docs site (atomic write).
+
+    A run of a subset (`-k dead-relu`) updates its own entries and keeps the others' earlier
+    outcomes, as long as they were recorded with the same torch and Python.
+    """
     import platform
     import torch
 
+    versions = {"torch": torch.__version__, "python": platform.python_version()}
     results = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            earlier = json.load(fh)
+        if all(earlier.get(k) == v for k, v in versions.items()) and isinstance(earlier.get("results"), dict):
+            results = {k: dict(v) for k, v in earlier["results"].items() if isinstance(v, dict)}
+    except (OSError, ValueError, AttributeError):
+        pass  # no earlier run, or not a results file: start afresh
     for (entry_id, device), outcome in sorted(outcomes.items()):
         results.setdefault(entry_id, {})[device] = outcome
-    os.makedirs(os.path.dirname(RESULTS_FILE), exist_ok=True)
-    write_atomic(RESULTS_FILE, json.dumps({"torch": torch.__version__, "python": platform.python_version(),
-                                           "results": results}, indent=1))
+    results = dict(sorted(results.items()))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_atomic(path, json.dumps({**versions, "results": results}, indent=1))
