@@ -398,6 +398,13 @@ def lexical_scores(index, q: dict, allowed: set | None = None) -> tuple:
     return out, shown
 
 
+def _has_known_word(query: str) -> bool:
+    """Whether the query holds a word the embedding model knows whole (not a stop word, not shards of one)."""
+    from .embed import basic_words
+    vocab = _embedder().vocab
+    return any(len(w) > 2 and w in vocab and _stem(w) not in STOP_STEMS for w in basic_words(query))
+
+
 def dense_scores(index, query: str, allowed: set | None = None) -> dict:
     """{entry: (best cosine, its line)}: the query against each entry's title and symptom lines.
 
@@ -451,9 +458,9 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: 
     head = index.header
     q = query_terms(query, index)
     lexical, shown = lexical_scores(index, q, allowed)
-    if not any(t in head["idf"] for t in q):
-        return []
     near = dense_scores(index, query, allowed) if dense else {}
+    if not any(t in head["idf"] for t in q) and not (near and _has_known_word(query)):
+        return []
     fused = _fuse(lexical, near) if near else {i: v[0] for i, v in lexical.items()}
     ids = head["ids"]
     order = sorted(fused, key=lambda i: (-fused[i], ids[i]))[:limit]

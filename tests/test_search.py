@@ -40,9 +40,16 @@ def test_ranking_beats_the_first_fuzzy_ranking():
     assert ours["mrr"] > fuzzy["mrr"] and ours["hit@3"] > fuzzy["hit@3"]
 
 
-@pytest.mark.parametrize("query", ["qwertyuiop asdfghjkl", "the of and", "zebra giraffe elephant"])
-def test_nonsense_returns_nothing(query):
+@pytest.mark.parametrize("query", ["qwertyuiop asdfghjkl", "the of and", "!!! ??? ..."])
+def test_a_query_without_usable_words_returns_nothing(query):
     assert search(INDEX, query) == []
+
+
+def test_real_words_no_entry_uses_get_guesses_marked_low_confidence():
+    query = "zebra giraffe elephant"
+    assert search(INDEX, query, limit=3, dense=False) == []  # no entry uses any of these words
+    hits = search(INDEX, query, limit=3)
+    assert len(hits) == 3 and all(h.low_confidence for h in hits)
 
 
 def test_typos_and_run_together_words_are_corrected():
