@@ -510,7 +510,10 @@
       this.status = form.querySelector(".kb-search__status");
       this.index = null; this.loading = null; this.mode = "none"; this.active = -1; this.shown = "";
       this.input.addEventListener("focus", () => this.load());
-      this.input.addEventListener("input", () => this.update());
+      this.input.addEventListener("input", () => { // rank once typing pauses, not on every key of a paste
+        clearTimeout(this.timer);
+        this.timer = setTimeout(() => this.update(), 30);
+      });
       this.input.addEventListener("keydown", (e) => this.key(e));
       form.ownerDocument.addEventListener("keydown", (e) => {
         const t = e.target, typing = t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
