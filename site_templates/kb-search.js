@@ -247,7 +247,7 @@
       const qv = this.embedder.encodeQuery(query, this.sum);
       if (!qv) return out;
       const dim = dense.dim, nRows = dense.rows, m = dense.matrix, sims = new Array(nRows);
-      const prods = new Array(dim);
+      const prods = new Float64Array(dim); // doubles, as Python's floats
       for (let r = 0; r < nRows; r++) {
         const base = r * dim;
         for (let j = 0; j < dim; j++) prods[j] = m[base + j] * qv[j];
@@ -432,7 +432,7 @@
     encodeQuery(text, sum) {
       const ids = this.tokenIds(text);
       if (!ids.length) return null;
-      const dim = this.dim, total = new Array(dim).fill(0.0);
+      const dim = this.dim, total = new Float64Array(dim);
       for (const i of ids) {
         const scale = this.scales[i], base = i * dim;
         for (let j = 0; j < dim; j++) total[j] = total[j] + scale * this.rows[base + j];
