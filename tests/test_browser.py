@@ -38,7 +38,7 @@ SHIPPED_KB = os.path.join(REPO, "kb")
 QUERY_FILES = [p for p in (os.path.join(HERE, "queries.yaml"), os.path.join(HERE, "queries_holdout.yaml"),
                            os.path.join(HERE, "real_reports", "dev.yaml")) if os.path.exists(p)]
 HIT_RATE_MARGIN = 0.03   # the site's top-3 hit rate may differ from the CLI's by at most this
-TYPED_TAIL = 12          # a longer query is pasted up to its last TYPED_TAIL characters, then typed
+TYPED_TAIL = 4           # a longer query is pasted up to its last TYPED_TAIL characters, then typed
 BOX, RESULTS = "#kb-search-input", "#kb-search-results"
 
 BROWSER_MISSING = not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK))
@@ -198,6 +198,12 @@ def test_alias_redirect_lands_on_entry(driver, served):
 
 # ---------------------------------------------------------------- the search box against `kb search`
 
+@functools.lru_cache(maxsize=2)
+def _index(kb):
+    """`kb search`'s index of a served KB, built once per KB."""
+    return search.build_index(kb)
+
+
 def _shown(driver, query: str, ranking: str = "hybrid"):
     """The hits the box shows once it has ranked `query` the given way: [(id, matched, low, href)]."""
     driver.set_script_timeout(30)
@@ -242,7 +248,7 @@ def test_site_search_ranks_like_kb_search(driver, served, query_file):
     base, kb, variant = served
     if variant != "shipped":
         pytest.skip("the labelled queries are about the shipped KB")
-    index = search.build_index(kb)
+    index = _index(kb)
     assert index.header["dense"] is not None, "the shipped KB's index has no entry vectors"
     queries = search.load_queries(query_file)
     _open_search(driver, base)
@@ -274,7 +280,7 @@ def test_search_box_by_keyboard(driver, served):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     base, kb, _ = served
-    index = search.build_index(kb)
+    index = _index(kb)
     driver.get(f"{base}entries/")
     _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
     box = driver.find_element(By.CSS_SELECTOR, BOX)
@@ -305,7 +311,7 @@ def test_search_shows_yaml_text_as_text(driver, served):
     base, kb, variant = served
     if variant != "fixture":
         pytest.skip("the fixture KB holds the hostile symptom")
-    index = search.build_index(kb)
+    index = _index(kb)
     symptom = next(s for s in kb.entries["double-softmax"].symptoms if "<script>" in s)
     _open_search(driver, base)
     query = " ".join(symptom.split())
@@ -322,7 +328,7 @@ def test_search_without_the_token_table_ranks_by_words(driver, served):
     base, kb, variant = served
     if variant != "shipped":
         pytest.skip("run once, on the shipped KB")
-    index = search.build_index(kb)
+    index = _index(kb)
     queries = [q["query"] for q in search.load_queries(QUERY_FILES[0])][:15]
     driver.execute_cdp_cmd("Network.enable", {})
     driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*static-minilm.int8"]})
