@@ -70,12 +70,15 @@ def _raw_tokens(text: str):
                 yield piece
 
 
+# (suffix, replacement, shortest word it applies to), tried in order; the site's search reads them too.
+STEM_RULES = (("ies", "y", 5), ("ing", "", 6), ("ed", "", 5), ("es", "", 6), ("ly", "", 6), ("s", "", 4))
+
+
 def _stem(word: str) -> str:
     """A light, predictable suffix stripper: both sides of the match use it, so it need not be perfect."""
     if len(word) <= 3 or not word.isalpha():
         return word
-    for suffix, repl, min_len in (("ies", "y", 5), ("ing", "", 6), ("ed", "", 5), ("es", "", 6),
-                                  ("ly", "", 6), ("s", "", 4)):
+    for suffix, repl, min_len in STEM_RULES:
         if word.endswith(suffix) and len(word) >= min_len and not word.endswith("ss"):
             return word[: len(word) - len(suffix)] + repl
     return word

@@ -423,6 +423,8 @@ def render_pages(kb, results=None, templates: str | None = None) -> dict:
     for name in STATIC:
         with open(os.path.join(templates, name), encoding="utf-8") as fh:
             pages[f"stylesheets/{name}"] = fh.read()
+    from .site_search import files as search_files  # the search index, its JS, the token table (bytes)
+    pages.update(search_files(kb, templates))
     return pages
 
 
@@ -444,11 +446,12 @@ def nav(kb) -> list:
 
 # ---------------------------------------------------------------- files
 
-def _write(path: str, text: str) -> bool:
-    """Write atomically, and only when the content changed (keeps live reload quiet)."""
+def _write(path: str, text) -> bool:
+    """Write text (str) or bytes atomically, and only when the content changed (keeps live reload quiet)."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
     try:
-        with open(path, encoding="utf-8") as fh:
-            if fh.read() == text:
+        with open(path, "rb") as fh:
+            if fh.read() == data:
                 return False
     except OSError:
         pass
@@ -604,7 +607,7 @@ def _watched(kb_root: str, templates: str, results_path: str) -> tuple:
     """Changes when the KB, its evidence, a template or the snippet results change."""
     from .load import _files, kb_signature, stat_key
     return (kb_signature(kb_root),
-            tuple(stat_key(p) for p in _files(templates, (".j2", ".css")) + [results_path]))
+            tuple(stat_key(p) for p in _files(templates, (".j2", ".css", ".js")) + [results_path]))
 
 
 def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | None = None,

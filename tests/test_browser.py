@@ -1,9 +1,13 @@
 """The built docs site in a real headless Chromium (Debian's package).
 
-Serves the site from 127.0.0.1, types "loss flat" into the mkdocs-material
-search, opens a fitting entry, finds its snippet and copy button, follows a
-quote's citation link and checks that the cited line is the one in view.
-Screenshots of the home page and an entry page go to artifacts/.
+Serves the site from 127.0.0.1, types "loss flat" into the site's search box,
+opens a fitting entry, finds its snippet and copy button, follows a quote's
+citation link and checks that the cited line is the one in view. Screenshots
+of the home page and an entry page go to artifacts/.
+
+Then the search box against `kb search`: every labelled query of QUERY_FILES
+typed into the box, its shown top 3 compared with `search.rank`; keyboard use;
+and words-only ranking when the token table cannot be fetched.
 
 Runs on the fixture KB (always) and on the shipped KB (once it holds an entry
 whose symptoms describe a flat loss).
@@ -19,6 +23,7 @@ import time
 
 import pytest
 
+from kb_tools import search
 from kb_tools.load import load_kb
 from kb_tools.site import build_site
 
@@ -28,6 +33,13 @@ REPO = os.path.dirname(HERE)
 ARTIFACTS = os.path.join(REPO, "artifacts")
 FIXTURE_KB = os.path.join(HERE, "fixtures", "site", "kb")
 SHIPPED_KB = os.path.join(REPO, "kb")
+# Labelled query files (`queries: [{query, expect}]`) run through the site's search box; a
+# real-report set is added by listing it here.
+QUERY_FILES = [p for p in (os.path.join(HERE, "queries.yaml"), os.path.join(HERE, "queries_holdout.yaml"),
+                           os.path.join(HERE, "real_reports", "dev.yaml")) if os.path.exists(p)]
+HIT_RATE_MARGIN = 0.03   # the site's top-3 hit rate may differ from the CLI's by at most this
+TYPED_TAIL = 4           # a longer query is pasted up to its last TYPED_TAIL characters, then typed
+BOX, RESULTS = "#kb-search-input", "#kb-search-results"
 
 BROWSER_MISSING = not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK))
 if BROWSER_MISSING and os.environ.get("KB_REQUIRE_BROWSER"):  # CI sets it: there a skip would hide a failure
@@ -107,17 +119,17 @@ def test_search_entry_snippet_and_citation(driver, served):
     os.makedirs(ARTIFACTS, exist_ok=True)
 
     driver.get(base)
-    _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "input[data-md-component=search-query]"))
+    _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
     driver.save_screenshot(os.path.join(ARTIFACTS, f"site-{variant}-home.png"))
     _no_injected_script(driver)
 
     # search the way a user does: click into the box and type
-    box = driver.find_element(By.CSS_SELECTOR, "input[data-md-component=search-query]")
+    box = driver.find_element(By.CSS_SELECTOR, BOX)
     box.click()
     box.send_keys("loss flat")
 
     def fitting_result(d):
-        for link in d.find_elements(By.CSS_SELECTOR, ".md-search-result__item a"):
+        for link in d.find_elements(By.CSS_SELECTOR, f"{RESULTS} li a"):
             m = re.search(r"/entries/([a-z0-9-]+)/", link.get_attribute("href") or "")
             if m and m.group(1) in fitting:
                 return link
@@ -182,3 +194,157 @@ def test_alias_redirect_lands_on_entry(driver, served):
     driver.get(f"{base}{entry.aliases[0]}/")
     _wait(driver, lambda d: d.current_url.endswith(f"/entries/{entry.id}/"),
           message=f"/{entry.aliases[0]}/ did not redirect to /entries/{entry.id}/")
+
+
+# ---------------------------------------------------------------- the search box against `kb search`
+
+@functools.lru_cache(maxsize=2)
+def _index(kb):
+    """`kb search`'s index of a served KB, built once per KB."""
+    return search.build_index(kb)
+
+
+def _shown(driver, query: str, ranking: str = "hybrid"):
+    """The hits the box shows once it has ranked `query` the given way: [(id, matched, low, href)]."""
+    driver.set_script_timeout(30)
+    shown = driver.execute_async_script("""
+        const [selector, query, ranking, done] = arguments, until = Date.now() + 25000;
+        (function poll() {  // in the page, every 10 ms: one round trip per query
+            const list = document.querySelector(selector);
+            if (list && list.dataset.query === query && list.dataset.ranking === ranking) {
+                return done(Array.from(list.querySelectorAll('li[role=option]'), (li) => [li.dataset.id,
+                    li.querySelector('.kb-search__matched').textContent,
+                    li.classList.contains('kb-search__hit--low'), li.querySelector('a').href]));
+            }
+            if (Date.now() > until) return done(null);
+            setTimeout(poll, 10);
+        })();""", RESULTS, query, ranking)
+    assert shown is not None, f"the search box never showed {ranking} results for {query!r}"
+    return shown
+
+
+def _type(driver, query: str):
+    """Empty the box, paste all but the query's last TYPED_TAIL characters, type the rest."""
+    from selenium.webdriver.common.by import By
+    box = driver.find_element(By.CSS_SELECTOR, BOX)
+    head, tail = query[:-TYPED_TAIL], query[-TYPED_TAIL:]
+    driver.execute_script("arguments[0].value = arguments[1];"
+                          "arguments[0].dispatchEvent(new Event('input', {bubbles: true}));", box, head)
+    box.send_keys(tail)
+
+
+def _open_search(driver, base):
+    from selenium.webdriver.common.by import By
+    driver.get(base)
+    box = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
+    box.click()
+    return box
+
+
+@pytest.mark.parametrize("query_file", QUERY_FILES, ids=os.path.basename)
+def test_site_search_ranks_like_kb_search(driver, served, query_file):
+    """Every query typed into the site's box shows the top 3 `kb search` prints, with its
+    matched line and low-confidence mark; the site's top-3 hit rate is the CLI's."""
+    base, kb, variant = served
+    if variant != "shipped":
+        pytest.skip("the labelled queries are about the shipped KB")
+    index = _index(kb)
+    assert index.header["dense"] is not None, "the shipped KB's index has no entry vectors"
+    queries = search.load_queries(query_file)
+    _open_search(driver, base)
+    site_hits = cli_hits = agree = 0
+    differ = []
+    for q in queries:
+        query = " ".join(q["query"].split())  # an input holds one line
+        _type(driver, query)
+        shown = _shown(driver, query)
+        want = search.rank(index, query, 10)
+        if [s[0] for s in shown[:3]] == [h.id for h in want[:3]]:
+            agree += 1
+        else:
+            differ.append((query, [h.id for h in want[:3]], [s[0] for s in shown[:3]]))
+        if shown and want and shown[0][0] == want[0].id:
+            assert shown[0][1] == f"matched: {want[0].matched}" and shown[0][2] == want[0].low_confidence, query
+            assert shown[0][3] == f"{base}entries/{want[0].id}/"
+        site_hits += any(s[0] in q["expect"] for s in shown[:3])
+        cli_hits += any(h.id in q["expect"] for h in want[:3])
+    n = len(queries)
+    print(f"\n{os.path.basename(query_file)}: {n} queries typed into the site; top 3 as kb search: {agree}; "
+          f"top-3 hit rate site {site_hits / n:.3f}, kb search {cli_hits / n:.3f}")
+    assert abs(site_hits - cli_hits) / n <= HIT_RATE_MARGIN
+    assert differ == [], f"{len(differ)} queries rank differently on the site, e.g. {differ[:3]}"
+
+
+def test_search_box_by_keyboard(driver, served):
+    """'/' and 's' focus the box, arrows move through the hits, Enter opens the selected one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    base, kb, _ = served
+    index = _index(kb)
+    driver.get(f"{base}entries/")
+    _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
+    box = driver.find_element(By.CSS_SELECTOR, BOX)
+    assert box.get_attribute("id") == "kb-search-input"
+    assert driver.find_element(By.CSS_SELECTOR, "label[for=kb-search-input]").get_attribute("textContent").strip()
+    for key in ("/", "s"):
+        driver.find_element(By.TAG_NAME, "body").send_keys(key)
+        assert driver.switch_to.active_element == box, f"{key!r} did not focus the search box"
+        assert box.get_attribute("value") == "", f"{key!r} was typed into the box"
+        box.send_keys(Keys.ESCAPE)
+        driver.execute_script("arguments[0].blur()", box)
+    box.click()
+    box.send_keys("loss flat")
+    shown = _shown(driver, "loss flat")
+    want = [h.id for h in search.rank(index, "loss flat", 10)]
+    assert [s[0] for s in shown] == want
+    assert box.get_attribute("aria-expanded") == "true"
+    box.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN)
+    selected = driver.find_element(By.CSS_SELECTOR, f"{RESULTS} li[aria-selected=true]")
+    assert selected.get_attribute("data-id") == want[1]
+    assert box.get_attribute("aria-activedescendant") == selected.get_attribute("id")
+    box.send_keys(Keys.ENTER)
+    _wait(driver, lambda d: d.current_url == f"{base}entries/{want[1]}/", message="Enter did not open the selected hit")
+
+
+def test_search_shows_yaml_text_as_text(driver, served):
+    """A symptom carrying <script> shows in the hit list as the text it is."""
+    base, kb, variant = served
+    if variant != "fixture":
+        pytest.skip("the fixture KB holds the hostile symptom")
+    index = _index(kb)
+    symptom = next(s for s in kb.entries["double-softmax"].symptoms if "<script>" in s)
+    _open_search(driver, base)
+    query = " ".join(symptom.split())
+    _type(driver, query)
+    shown = _shown(driver, query)
+    want = search.rank(index, query, 10)
+    assert shown[0][0] == want[0].id == "double-softmax"
+    assert shown[0][1] == f"matched: {want[0].matched}" and "<script>" in shown[0][1]
+    _no_injected_script(driver)
+
+
+def test_search_without_the_token_table_ranks_by_words(driver, served):
+    """When the token table cannot be fetched the box ranks as `kb search --lexical` and says so."""
+    base, kb, variant = served
+    if variant != "shipped":
+        pytest.skip("run once, on the shipped KB")
+    index = _index(kb)
+    queries = [q["query"] for q in search.load_queries(QUERY_FILES[0])][:15]
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*static-minilm.int8"]})
+    try:
+        driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+        _open_search(driver, base)
+        differ_from_hybrid = 0
+        for query in queries:
+            _type(driver, query)
+            shown = [s[0] for s in _shown(driver, query, ranking="lexical")]
+            assert shown == [h.id for h in search.rank(index, query, 10, dense=False)], query
+            differ_from_hybrid += shown[:3] != [h.id for h in search.rank(index, query, 3)]
+            _wait(driver, lambda d: "ranked by words only" in d.execute_script(
+                "return document.getElementById('kb-search-status').textContent"),
+                message="the box does not say that it ranks by words only")
+        assert differ_from_hybrid, "words-only and hybrid agree on every query: the check proves nothing"
+    finally:
+        driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})

@@ -21,7 +21,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from kb_tools import cli, site
+from kb_tools import cli, search, site
 from kb_tools.load import load_kb
 from kbfactory import entry, make_kb, write_entry
 
@@ -337,21 +337,25 @@ def test_yaml_text_cannot_inject_markup_or_script(fixture_site):
     assert rendered(symptom) in entry_text and rendered(quote.text) in entry_text
     assert rendered(symptom) in norm(content(page(out, "symptoms/")).text())
     assert rendered(quote.text) in norm(content(page(out, "folklore/")).text())
-    # the search index carries it as text too, never as markup
-    index = json.load(open(os.path.join(out, "search", "search_index.json"), encoding="utf-8"))
-    blob = " ".join(d["text"] for d in index["docs"])
-    assert "<script>" not in blob and "&lt;script&gt;window.__kbInjected = 1&lt;/script&gt;" in blob
+    # the search index carries it as data, verbatim; the search box shows it as text (test_browser.py)
+    index = json.load(open(os.path.join(out, "search", "kb-index.json"), encoding="utf-8"))
+    assert symptom in index["symptoms"][index["ids"].index("double-softmax")]
 
 
-def test_search_index_holds_every_symptom(fixture_site):
+def test_search_index_holds_every_entry_and_symptom(fixture_site):
+    """The site searches the index `kb search` ranks with (search/kb-index.json), not the theme's lunr index."""
     out, kb = fixture_site
-    index = json.load(open(os.path.join(out, "search", "search_index.json"), encoding="utf-8"))
-    by_page = {}
-    for doc in index["docs"]:
-        by_page.setdefault(doc["location"], norm(html.unescape(re.sub(r"<[^>]+>", "", doc["title"]))))
-    for e in kb.entries.values():
-        for n, s in enumerate(e.symptoms, 1):  # each symptom is a section, titled by the symptom
-            assert by_page[f"entries/{e.id}/#symptom-{n}"] == rendered(s), (e.id, s)
+    index = json.load(open(os.path.join(out, "search", "kb-index.json"), encoding="utf-8"))
+    assert index["ids"] == list(kb.entries)
+    for n, e in enumerate(kb.entries.values()):
+        assert (index["titles"][n], index["areas"][n], index["symptoms"][n]) == (e.title, e.area, e.symptoms)
+    assert index["constants"]["RRF_K"] == search.RRF_K and index["constants"]["DENSE_WEIGHT"] == search.DENSE_WEIGHT
+    assert not os.path.exists(os.path.join(out, "search", "search_index.json"))
+    for url in ("", "entries/double-softmax/", "sources/field-notes/"):
+        root = page(out, url)
+        scripts = [urllib.parse.urljoin(f"/{url}", s.attrs["src"]) for s in root.find_all("script") if "src" in s.attrs]
+        assert "/search/kb-search.js" in scripts, url
+        assert root.find_all("input", **{"data-md-component": "search-query"}) == [], url
 
 
 def test_navigation_shows_the_areas(fixture_site):

@@ -1,0 +1,105 @@
+"""The docs site's search: the index `kb search` ranks with, exported as static files.
+
+`files(kb)` returns what `kb build` adds under the site's `search/` folder:
+
+    search/kb-index.json    search.index_parts(kb) as JSON: ids, titles, areas, IDF,
+                            phrase table, lengths, postings, symptom lines and their
+                            terms, entry vectors (int8 + scales), the ranking constants,
+                            stop words and stemming rules, all read from kb_tools.search
+                            at build time
+    search/kb-search.js     the ranking ported to JavaScript, plus the search box
+    search/kb-search.css
+    search/static-minilm.*  the packaged token table (kb_tools/embeddings), fetched by
+                            the browser on the first search only
+
+The JavaScript holds no ranking constant of its own: whatever kb_tools/search.py
+says at build time is what the site uses. When the entry vectors or the token
+table are missing, the index says so (`dense: null`) and the site ranks by words
+only, as `kb search` does.
+
+Why the whole token table (7.56 MB of int8 rows): a smaller copy for the site
+alone would rank differently from `kb search`. Measured on the 161 labelled
+queries (tests/queries.yaml and the holdout set) against the full table: keeping
+the first 128 PCA dimensions (3.8 MB) gives the same top 3 on 82 queries and
+hit@3 0.950 instead of 0.975; 64 dimensions (1.9 MB) the same top 3 on 47 and
+hit@3 0.938; 4-bit rows (3.8 MB packed) the same top 3 on 128, hit@3 unchanged.
+A smaller table would have to become the packaged one, for both.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+
+from . import embed, search
+
+INDEX_FILE = "search/kb-index.json"
+SCRIPT, STYLE = "kb-search.js", "kb-search.css"  # in site_templates/, copied to search/
+FORMAT = 1
+
+# kb_tools.search constants the ranking reads; each is exported by name, never copied into the JS.
+CONSTANTS = ("BM25_K1", "BM25_B", "LINE_BONUS", "CANDIDATES", "VAGUE_IDF", "TRIAGE_PRIOR", "LOW_CONFIDENCE",
+             "RRF_K", "DENSE_WEIGHT", "DENSE_CONFIDENCE", "MAX_QUERY_CHARS", "MAX_CORRECTED_WORD")
+
+
+def index_data(kb, table: dict | None) -> dict:
+    """The JSON-ready search index of `kb`, from `search.index_parts` (one source of truth);
+    `table` is the token table the browser will read (see `_token_files`), None for words only."""
+    header, records = search.index_parts(kb)
+    terms = list(header["idf"])  # a list, not an object: JS would reorder integer-like keys ("10")
+    postings = [[x for idx, tf in records[("p", t)] for x in (idx, tf)] for t in terms]
+    n = len(header["ids"])
+    entries = [records[("e", i)] for i in range(n)]
+    data = {
+        "format": FORMAT,
+        "constants": {name: getattr(search, name) for name in CONSTANTS},
+        # Python 3.12's sum() of floats is compensated (Neumaier); the port adds the way this Python does
+        "compensated_sum": sys.version_info >= (3, 12),
+        "stop_stems": sorted(search.STOP_STEMS),
+        "stem_rules": [list(r) for r in search.STEM_RULES],
+        "word_chars": search._WORD_CHARS, "special": sorted(search._SPECIAL), "letters": search._LETTERS,
+        "ids": header["ids"], "areas": header["areas"],
+        "titles": [e[0] for e in entries], "symptoms": [e[1] for e in entries],
+        "line_terms": [e[2] for e in entries],
+        "terms": terms, "idf": [header["idf"][t] for t in terms], "postings": postings,
+        "phrases": [[list(k), v] for k, v in header["phrases"].items()], "longest": header["longest"],
+        "lengths": header["lengths"], "avg_length": header["avg_length"],
+        "dense": None, "embed": None,
+    }
+    dense = header.get("dense")
+    if dense and table:
+        data["dense"] = {"dim": dense["dim"], "rows": dense["rows"], "owners": dense["owners"],
+                         "starts": dense["starts"], "scales": dense["scales"],
+                         "vectors": base64.b64encode(records[("v", 0)]).decode("ascii")}
+        data["embed"] = {"tokens": embed.TOKENS_FILE, "rows": embed.ROWS_FILE, "scales": embed.SCALES_FILE,
+                         "dim": dense["dim"], "unk": embed.UNK, "max_tokens": embed.MAX_TOKENS,
+                         "max_word_chars": embed.MAX_WORD_CHARS,
+                         "bytes": sum(len(b) for b in table.values())}
+    return data
+
+
+def _token_files(data_dir: str) -> dict | None:
+    """{file name: bytes} of the packaged token table, or None when any part is missing."""
+    out = {}
+    for name in (embed.TOKENS_FILE, embed.ROWS_FILE, embed.SCALES_FILE):
+        try:
+            with open(os.path.join(data_dir, name), "rb") as fh:
+                out[name] = fh.read()
+        except OSError:
+            return None
+    return out
+
+
+def files(kb, templates: str, data_dir: str = embed.DATA_DIR) -> dict:
+    """Every file the site's search needs: path under the docs folder -> str or bytes."""
+    table = _token_files(data_dir)
+    data = index_data(kb, table)
+    out = {INDEX_FILE: json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
+    for name in (SCRIPT, STYLE):
+        with open(os.path.join(templates, name), encoding="utf-8") as fh:
+            out[f"search/{name}"] = fh.read()
+    if data["embed"]:
+        for name, blob in table.items():
+            out[f"search/{name}"] = blob
+    return out
