@@ -42,7 +42,8 @@
       this.data = data;
       const C = data.constants;
       for (const name of ["BM25_K1", "BM25_B", "LINE_BONUS", "CANDIDATES", "VAGUE_IDF", "TRIAGE_PRIOR",
-        "LOW_CONFIDENCE", "RRF_K", "DENSE_WEIGHT", "DENSE_CONFIDENCE", "MAX_QUERY_CHARS", "MAX_CORRECTED_WORD"]) {
+        "LOW_CONFIDENCE", "RRF_K", "DENSE_WEIGHT", "DENSE_CONFIDENCE", "DENSE_FLOOR", "MAX_QUERY_CHARS",
+        "MAX_CORRECTED_WORD"]) {
         if (typeof C[name] !== "number") throw new Error(`the search index lacks the constant ${name}: rebuild the site`);
       }
       this.C = C;
@@ -241,6 +242,13 @@
     }
 
     // dense_scores: Map entry -> [best cosine, its line (-1: the title)]
+    // _has_known_word: a word the embedding model knows whole (not a stop word, not shards of one)
+    hasKnownWord(query) {
+      const vocab = this.embedder.vocab;
+      return this.embedder.basicWords(query).some((w) =>
+        Array.from(w).length > 2 && vocab.has(w) && !this.stopStems.has(this.stem(w)));
+    }
+
     denseScores(query) {
       const dense = this.dense, out = new Map();
       if (!this.embedder || !dense || !dense.rows) return out;
@@ -291,8 +299,8 @@
       if (query === null) return [];
       const q = this.queryTerms(query);
       const lexical = this.lexicalScores(q);
-      if (!Array.from(q.keys()).some((t) => this.idf.has(t))) return [];
       const near = dense ? this.denseScores(query) : new Map();
+      if (!Array.from(q.keys()).some((t) => this.idf.has(t)) && !(near.size && this.hasKnownWord(query))) return [];
       let fused;
       if (near.size) fused = this.fuse(lexical, near);
       else { fused = new Map(); for (const [i, v] of lexical) fused.set(i, v[0]); }
@@ -305,8 +313,9 @@
         const [, lexLine, confLex] = lexical.get(idx) || [0.0, null, 0.0];
         const [cos, denseLine] = near.get(idx) || [0.0, null];
         let line = lexLine;
-        const confidence = Math.max(confLex, C.DENSE_CONFIDENCE * cos);
-        if (line === null || (confLex < C.DENSE_CONFIDENCE * cos && denseLine !== null && denseLine >= 0)) line = denseLine;
+        const confDense = C.DENSE_CONFIDENCE * (cos - C.DENSE_FLOOR);
+        const confidence = Math.max(confLex, confDense);
+        if (line === null || (confLex < confDense && denseLine !== null && denseLine >= 0)) line = denseLine;
         if (top === null) top = [confidence, fused.get(idx)];
         const score = top[1] > 0 ? top[0] * fused.get(idx) / top[1] : 0.0;
         const symptoms = d.symptoms[idx];
