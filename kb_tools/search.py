@@ -33,7 +33,7 @@ CANDIDATES = 60            # entries re-ranked with the symptom-line bonus
 VAGUE_IDF = 1.0            # a query whose rarest word is this common (in ~40% of entries) is vague
 TRIAGE_PRIOR = 1.3         # and lifts the triage entries by this factor
 LOW_CONFIDENCE = 35.0      # score under which a hit is marked as a guess
-RRF_K = 10                 # reciprocal-rank fusion: 1 / (RRF_K + rank) from each side
+RRF_K = 5                  # reciprocal-rank fusion: 1 / (RRF_K + rank) from each side
 DENSE_WEIGHT = 0.6         # the dense side's share of the fused score (tuned on the real-report dev split)
 # Confidence of a dense match: DENSE_CONFIDENCE * (cosine - DENSE_FLOOR). On the real-report dev split the
 # cosine separates right from wrong top hits far less than the lexical confidence does (medians 0.74 vs
