@@ -144,14 +144,16 @@ def cmd_show(args) -> int:
     kb = _load(args)
     e = _entry_or_fail(kb, args.id)
     if args.json:
-        _print_json({k: v for k, v in e.to_dict().items() if k not in ("lines", "snippet_line")})
+        shown = {k: v for k, v in e.to_dict().items() if k not in ("lines", "snippet_line")}
+        shown["evidence"] = [{"quote": c["quote"], "supports": c["supports"]} for c in e.evidence]
+        _print_json(shown)
         return EXIT_OK
     print(_style(f"{e.id}: {e.title}", "1"))
     print(f"area: {e.area}   tags: {', '.join(e.tags)}" + (f"   aliases: {', '.join(e.aliases)}" if e.aliases else ""))
     print(f"file: {e.path}")
     sections = [("Symptoms", "\n".join(f"- {s}" for s in e.symptoms)), ("Why it happens", e.cause),
                 ("Fix", e.fix), ("How to check", e.check), ("Correction", e.correction),
-                ("Caveats", e.caveats), ("Evidence", ", ".join(e.evidence)),
+                ("Caveats", e.caveats), ("Evidence", "\n".join(f"- {c['quote']}: {c['supports']}" for c in e.evidence)),
                 ("See also", ", ".join(e.see_also)),
                 ("Snippet", f"run it: kb snippet {e.id} | python" + (" (torchrun: see the entry)" if e.launch == "torchrun" else ""))]
     for heading, body in sections:

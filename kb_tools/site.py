@@ -271,7 +271,7 @@ class _Context:
             path_part(q.id)
         for e in kb.entries.values():  # the CLI refuses an invalid KB; the library says why too
             for field, known in (("see_also", kb.entries), ("evidence", kb.quotes)):
-                missing = [i for i in getattr(e, field) if i not in known]
+                missing = [i for i in (e.quote_ids if field == "evidence" else e.see_also) if i not in known]
                 if missing:
                     raise SiteError(f"{e.path}: {field} names unknown ids: {', '.join(missing)} (run `kb check`)")
         self.sources = {}
@@ -285,7 +285,7 @@ class _Context:
             group.sort(key=lambda e: e.id)
         self.quote_users = {q: [] for q in kb.quotes}
         for e in kb.entries.values():
-            for qid in e.evidence:
+            for qid in e.quote_ids:
                 if qid in self.quote_users:
                     self.quote_users[qid].append(e)
         self.citations, self.spans = {}, {}

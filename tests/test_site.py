@@ -500,7 +500,7 @@ def test_shipped_kb_builds_strict_and_every_item_is_on_the_site(shipped_site):
     assert folklore == set(kb.quotes)
     for e in kb.entries.values():
         body = content(page(out, f"entries/{e.id}/"))
-        assert [b.attrs["data-quote"] for b in body.find_all("div", class_="kb-quote")] == e.evidence
+        assert [b.attrs["data-quote"] for b in body.find_all("div", class_="kb-quote")] == e.quote_ids
     for sid, s in kb.sources.items():
         with open(os.path.join(os.path.dirname(kb.root), s.path), encoding="utf-8") as fh:
             n = len(fh.read().splitlines())

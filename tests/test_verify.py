@@ -19,6 +19,7 @@ FRONT = textwrap.dedent("""\
     ---
     title: A field guide
     author: Someone
+    kind: primary
     url: https://example.org/guide
     published: 2020-01-01
     retrieved: 2026-11-22
@@ -57,7 +58,7 @@ def kinds(kb_dir):
     return {qid: (found[qid].kind if qid in found else None) for qid in kb.quotes}, found, report
 
 
-# The fixture (tests/fixtures/verify/guide.md) body starts at file line 9.
+# The fixture (tests/fixtures/verify/guide.md) body starts at file line 10.
 #  L10 "# Notes on training"
 #  L12-13 fox paragraph, L15-16 gradients paragraph, L18 scheduler line, L20 one-word line
 
@@ -140,7 +141,7 @@ def test_ending_at_a_sentence_or_with_an_elision_mark_is_not_truncated(tmp_path)
 
 
 def test_repeated_text_prefers_the_cited_occurrence(tmp_path):
-    body = ("\nAlways check the loss at init.\n\nfiller line\n\nAlways check the loss at init.\n")
+    body = ("Always check the loss at init.\n\nfiller line\n\nAlways check the loss at init.\n")
     quotes = [q("first", "Always check the loss at init.", [10, 10]),
               q("second", "Always check the loss at init.", [14, 14]),
               q("neither", "Always check the loss at init.", [12, 12])]
