@@ -544,6 +544,24 @@ def _check_provenance(meta: dict, rel: str, lines: dict, col: _Collector):
     return retells
 
 
+def body_offset(data: bytes, body_line: int) -> int:
+    """Byte offset where line `body_line` (1-based) of `data` starts: a source's body below its
+    front matter. The end of `data` if it has fewer lines."""
+    at = 0
+    for _ in range(body_line - 1):
+        nl = data.find(b"\n", at)
+        if nl == -1:
+            return len(data)
+        at = nl + 1
+    return at
+
+
+def body_sha256(data: bytes, body_line: int) -> str:
+    """The hex sha256 a source records: of its body's bytes, everything below the front matter."""
+    import hashlib
+    return hashlib.sha256(data[body_offset(data, body_line):]).hexdigest()
+
+
 def _parse_quotes(root, sources, col, yaml, loader) -> dict:
     quotes = {}
     for path in _files(os.path.join(root, "quotes"), YAML_FILES):
