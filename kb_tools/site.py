@@ -173,6 +173,15 @@ def http_url(value):
     return _markup(html.escape(url, quote=True))
 
 
+def repo_url(source):
+    """The web address of a git capture's file at its commit (GitHub's form for owner/name), or None."""
+    from urllib.parse import quote
+    if not (source.repo and source.commit and source.repo_path):
+        return None
+    return http_url(f"https://github.com/{quote(source.repo)}/blob/{quote(source.commit)}/"
+                    f"{quote(source.repo_path.lstrip('/'))}")
+
+
 def front_title(value) -> str:
     """A page title for the front matter: mkdocs-material prints it unescaped into
     <title> and the nav, so it is HTML-escaped here (and JSON is valid YAML)."""
@@ -377,7 +386,7 @@ def _environment(templates: str):
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True)
     env.filters.update(prose=prose, blockquote=blockquote, fence=fence, path=path_part, attr=attr,
-                       http_url=http_url, front_title=front_title)
+                       http_url=http_url, front_title=front_title, repo_url=repo_url)
     return env
 
 
