@@ -8,12 +8,14 @@ time spent waiting for a core, the CPU time is what the check itself costs.
 The generated KB is written to a temporary directory: each source is a page of
 sentences over a 4,000-word vocabulary, hard-wrapped at 80 columns, and each quote
 is one or two whole sentences of it (a fifth of them with a `[...]` elision, a
-tenth reflowed), cited by its true lines. Every quote must verify clean; the
-script fails otherwise, so the timing is of real successful checks.
+tenth reflowed), cited by its true lines; each source records its body's sha256,
+so the hash check is timed too. Every quote must verify clean; the script fails
+otherwise, so the timing is of real successful checks.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import random
 import subprocess
@@ -31,8 +33,8 @@ from kb_tools.load import load_kb  # noqa: E402
 from kb_tools.verify import PackageTexts, verify_kb  # noqa: E402
 
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-FRONT = ("---\ntitle: Generated source {n}\nauthor: Bench\nurl: https://example.org/{n}\n"
-         "published: 2020-01-01\nretrieved: 2026-11-22\ncoverage: full\n---\n\n")
+FRONT = ("---\ntitle: Generated source {n}\nauthor: Bench\nkind: primary\nurl: https://example.org/{n}\n"
+         "published: 2020-01-01\nretrieved: 2026-11-22\ncoverage: full\nsha256: {sha}\n---\n\n")
 
 
 def generate(root: str, n_sources: int, n_quotes: int, rng: random.Random) -> None:
@@ -60,7 +62,9 @@ def generate(root: str, n_sources: int, n_quotes: int, rng: random.Random) -> No
                 where.append((s, line_of[at], line_of[at + len(s) - 1]))
                 pos = at + len(s)
         with open(os.path.join(root, "evidence", f"src-{n}.md"), "w") as fh:
-            fh.write(FRONT.format(n=n) + "\n".join(body_lines))
+            body = "\n".join(body_lines)
+            sha = hashlib.sha256(("\n" + body).encode("utf-8")).hexdigest()  # the body: below the closing ---
+            fh.write(FRONT.format(n=n, sha=sha) + body)
         quotes = []
         picks = rng.sample(range(len(where) - 1), per_source)
         for k, i in enumerate(picks):
@@ -112,7 +116,7 @@ def main() -> int:
         t, c = time.perf_counter(), time.process_time()
         big = verify_kb(kb, packages=PackageTexts(None))
         verify_s, verify_cpu = time.perf_counter() - t, time.process_time() - c
-    print(f"generated KB: {big.quotes} quotes over {len(kb.sources)} sources: verify_kb {verify_s:.2f} s wall, "
+    print(f"generated KB: {big.quotes} quotes over {len(kb.sources)} sources ({big.sources} hashes): verify_kb {verify_s:.2f} s wall, "
           f"{verify_cpu:.2f} s CPU ({verify_cpu / max(big.quotes, 1) * 1e6:.0f} us/quote); "
           f"YAML load {load_s:.2f} s; generation {gen_s:.1f} s")
     if big.defects:

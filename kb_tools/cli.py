@@ -147,14 +147,16 @@ def cmd_show(args) -> int:
     kb = _load(args)
     e = _entry_or_fail(kb, args.id)
     if args.json:
-        _print_json({k: v for k, v in e.to_dict().items() if k not in ("lines", "snippet_line")})
+        shown = {k: v for k, v in e.to_dict().items() if k not in ("lines", "snippet_line")}
+        shown["evidence"] = [{"quote": c["quote"], "supports": c["supports"]} for c in e.evidence]
+        _print_json(shown)
         return EXIT_OK
     print(_style(f"{e.id}: {e.title}", "1"))
     print(f"area: {e.area}   tags: {', '.join(e.tags)}" + (f"   aliases: {', '.join(e.aliases)}" if e.aliases else ""))
     print(f"file: {e.path}")
     sections = [("Symptoms", "\n".join(f"- {s}" for s in e.symptoms)), ("Why it happens", e.cause),
                 ("Fix", e.fix), ("How to check", e.check), ("Correction", e.correction),
-                ("Caveats", e.caveats), ("Evidence", ", ".join(e.evidence)),
+                ("Caveats", e.caveats), ("Evidence", "\n".join(f"- {c['quote']}: {c['supports']}" for c in e.evidence)),
                 ("See also", ", ".join(e.see_also)),
                 ("Snippet", f"run it: kb snippet {e.id} | python" + (" (torchrun: see the entry)" if e.launch == "torchrun" else ""))]
     for heading, body in sections:
@@ -268,6 +270,7 @@ def cmd_verify(args) -> int:
     print(f"{report.quotes} quotes: {report.passed} verbatim, {len(report.defects)} failed, "
           f"{len(report.unchecked)} unchecked" + (" (--strict: fails)" if args.strict and report.unchecked else "")
           + (f"; package quotes checked against {versions}" if versions else "")
+          + f"; {report.sources} source hashes checked"
           + f" [{report.seconds * 1000:.0f} ms]")
     return EXIT_OK if ok else EXIT_FAIL
 
@@ -283,7 +286,9 @@ def cmd_evidence_add(args) -> int:
     try:
         result = add_evidence(args.target, args.id, evidence_dir(root), title=args.title, author=args.author,
                               published=args.published, url=args.url, coverage=args.coverage,
-                              force=args.force, timeout=args.timeout, max_bytes=args.max_bytes)
+                              force=args.force, timeout=args.timeout, max_bytes=args.max_bytes,
+                              kind=args.kind, retells={"title": args.retells_title, "author": args.retells_author,
+                                                       "url": args.retells_url})
     except EvidenceUsage as exc:
         raise UsageError(str(exc)) from None
     except EvidenceError as exc:
@@ -292,6 +297,26 @@ def cmd_evidence_add(args) -> int:
         _print_json(result)
     else:
         print(f"wrote {result['path']} ({result['lines']} lines, {result['content_type']}, sha256 {result['sha256'][:12]})")
+    return EXIT_OK
+
+
+def cmd_evidence_rehash(args) -> int:
+    """Record the current body sha256 of cached sources after a deliberate edit."""
+    from .evidence import EvidenceError, EvidenceUsage, rehash_sources
+    kb = _load(args, require_clean=False)
+    if not args.ids and not args.all:
+        raise UsageError("name the sources to rehash (IDs), or pass --all")
+    try:
+        changed = rehash_sources(kb, args.ids or None)
+    except EvidenceUsage as exc:
+        raise UsageError(str(exc)) from None
+    except EvidenceError as exc:
+        raise Failure(str(exc)) from None
+    for path, old, new, added in changed:
+        print(f"{path}: sha256 {new[:12]} (was {old[:12] if old else 'not recorded'})"
+              + ("; a line was added to the front matter: run `kb verify --fix-lines`" if added else ""))
+    if not changed:
+        print("every recorded sha256 already matches its body")
     return EXIT_OK
 
 
@@ -390,7 +415,8 @@ def _args_evidence(p):
     ev.required = True
     p = ev.add_parser("add", help="cache a URL or file as evidence/<ID>.md with provenance", description=(
         "Fetch an http(s) URL (or read a local file), turn HTML into readable text, and write "
-        "evidence/ID.md with front matter: title, author, url, published, retrieved, coverage, sha256."))
+        "evidence/ID.md with front matter: title, author, kind, url, published, retrieved, coverage, "
+        "sha256 (of the body written below the front matter)."))
     p.add_argument("target", metavar="URL|FILE", help="http(s) URL or path of a local file")
     p.add_argument("--id", required=True, help="source id (kebab-case); the file is evidence/ID.md")
     p.add_argument("--title", help="title (default: the page's <title>, else the id)")
@@ -398,12 +424,25 @@ def _args_evidence(p):
     p.add_argument("--published", help="publication date, YYYY-MM-DD (default: 'unknown')")
     p.add_argument("--url", help="canonical URL to record (default: the URL fetched, or the page's canonical link)")
     p.add_argument("--coverage", choices=("full", "excerpt"), default="full", help="default: full")
+    p.add_argument("--kind", choices=("primary", "secondary"), default="primary",
+                   help="primary: the author's own published words (default); secondary: a retelling of "
+                        "another work, named with the three --retells-* options")
+    p.add_argument("--retells-title", help="secondary: title of the work retold")
+    p.add_argument("--retells-author", help="secondary: author of the work retold")
+    p.add_argument("--retells-url", help="secondary: URL of the work retold")
     p.add_argument("--force", action="store_true", help="overwrite an existing source")
     p.add_argument("--timeout", type=float, default=20.0, help="seconds for the whole download (default 20)")
     p.add_argument("--max-bytes", type=int, default=5_000_000, help="size cap of the download (default 5 MB)")
     _add_kb_option(p)
     p.add_argument("--json", action="store_true", help="what was written, as JSON")
     p.set_defaults(func=cmd_evidence_add)
+    p = ev.add_parser("rehash", help="record the body sha256 of sources after a deliberate edit", description=(
+        "Write each named source's current body sha256 into its front matter (`kb verify` reports "
+        "cache-changed when they differ). Only the sha256 line changes."))
+    p.add_argument("ids", nargs="*", metavar="ID", help="source ids (the file stems under evidence/)")
+    p.add_argument("--all", action="store_true", help="every source")
+    _add_kb_option(p)
+    p.set_defaults(func=cmd_evidence_rehash)
 
 
 # name: (one-line help, longer description or None, arguments, handler)

@@ -1,8 +1,10 @@
 """`kb evidence add`: cache a web page or a local file as a source, with provenance.
 
 A cached source is what quotes are checked against, so it must say where it came
-from and be reproducible: the front matter records the URL, the retrieval date and
-the sha256 of the bytes received. Fetching is deliberately narrow: http and https
+from and be reproducible: the front matter records the URL, the retrieval date,
+whether the text is the author's own (`kind: primary`) or a retelling, and the
+sha256 of the body written below the front matter (what `kb verify` re-checks;
+`rehash_sources` records it again after a deliberate edit). Fetching is deliberately narrow: http and https
 only (redirects included), one deadline for the whole download, a size cap, and
 only HTML or text replies. HTML becomes Markdown with markdownify (on Beautiful
 Soup's stdlib parser): every visible sentence is kept, in the same Markdown form
@@ -159,12 +161,24 @@ def _yaml_value(value: str) -> str:
 
 def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, author=None, published=None,
                  url=None, coverage="full", force=False, timeout=TIMEOUT, max_bytes=MAX_BYTES,
-                 today=None) -> dict:
-    """Cache `target` (an http(s) URL or a local file) as evidence/<source_id>.md; return what was written."""
+                 today=None, kind="primary", retells=None) -> dict:
+    """Cache `target` (an http(s) URL or a local file) as evidence/<source_id>.md; return what was written.
+
+    `kind` is "primary" (the page's author wrote it) or "secondary" (it retells another work:
+    `retells` is then {"title", "author", "url"} of that work)."""
     if not is_kebab_id(source_id or ""):
         raise EvidenceUsage(f"--id '{source_id}' must be kebab-case: lower-case letters, digits, single hyphens")
     if coverage not in ("full", "excerpt"):
         raise EvidenceUsage("--coverage must be full or excerpt")
+    retells = {k: v for k, v in (retells or {}).items() if v}
+    if kind not in ("primary", "secondary"):
+        raise EvidenceUsage("--kind must be primary or secondary")
+    if kind == "primary" and retells:
+        raise EvidenceUsage("--retells-* describe the work a secondary source retells; add --kind secondary")
+    if kind == "secondary":
+        missing = [f"--retells-{k}" for k in ("title", "author", "url") if k not in retells]
+        if missing:
+            raise EvidenceUsage(f"a secondary source names the work it retells: give {', '.join(missing)}")
     if not 0 < timeout < float("inf"):  # also refuses nan
         raise EvidenceUsage(f"--timeout must be a positive number of seconds, not {timeout:g}")
     if max_bytes < 1:
@@ -204,19 +218,25 @@ def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, aut
                             f"version (e.g. the PDF's text) and add that file instead")
     if not text.strip():
         raise EvidenceError(f"{target}: no readable text in the reply")
+    body = "\n" + text  # a blank line between the front matter and the text
     front = {
         "title": title or meta.get("title") or source_id,
         "author": author or meta.get("author") or "unknown",
+        "kind": kind,
         "url": record_url if url or "://" not in target else (meta.get("url") or record_url),
         "published": published or (meta.get("published") or "unknown")[:10],
         "retrieved": (today or datetime.date.today()).isoformat(),
         "coverage": coverage,
-        "sha256": hashlib.sha256(raw).hexdigest(),
+        "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest(),  # of the body, as `kb verify` checks it
     }
     if "://" in target and front["url"] != target:
         front["note"] = f"fetched from {target}"
-    lines = ["---"] + [f"{k}: {_yaml_value(v)}" for k, v in front.items()] + ["---", "", ""]
-    content = "\n".join(lines) + text
+    lines = ["---"]
+    for k, v in front.items():
+        lines.append(f"{k}: {_yaml_value(v)}")
+        if k == "kind" and kind == "secondary":
+            lines += ["retells:"] + [f"  {f}: {_yaml_value(retells[f])}" for f in ("title", "author", "url")]
+    content = "\n".join(lines + ["---"]) + "\n" + body
     path = os.path.join(evidence_dir, f"{source_id}.md")
     try:
         write_atomic(path, content)
@@ -225,5 +245,46 @@ def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, aut
     for name in existing:  # --force with another extension: one file per source id
         if name != f"{source_id}.md":
             os.remove(os.path.join(evidence_dir, name))
+    if kind == "secondary":
+        front["retells"] = {f: retells[f] for f in ("title", "author", "url")}
     return {"path": path, "id": source_id, "lines": content.count("\n"), "content_type": ctype or "text/plain",
             "bytes": len(raw), **front}
+
+
+def rehash_sources(kb, ids=None) -> list:
+    """Record each source's current body sha256 in its front matter, after a deliberate edit.
+
+    Only the `sha256:` line changes (added above the closing `---` if missing, which moves
+    the body down a line). Returns (path, old, new, added) per source whose record changed.
+    """
+    base = os.path.dirname(kb.root)
+    from .load import body_sha256
+    unknown = [i for i in (ids or ()) if i not in kb.sources]
+    if unknown:
+        from .load import _suggest
+        raise EvidenceUsage(f"unknown source '{unknown[0]}'{_suggest(unknown[0], kb.sources)}")
+    changed = []
+    for sid in (ids or sorted(kb.sources)):
+        source = kb.sources[sid]
+        path = os.path.join(base, source.path)
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise EvidenceError(f"{source.path}: cannot read: {exc.strerror}") from None
+        new = body_sha256(data, source.body_line)
+        if source.sha256 == new:
+            continue
+        lines = data.split(b"\n")
+        head = range(1, source.body_line - 2)  # the front matter's own lines, 0-based
+        at = next((i for i in head if lines[i].startswith(b"sha256:")), None)
+        if at is None:
+            lines.insert(source.body_line - 2, f"sha256: {new}".encode())
+        else:
+            lines[at] = f"sha256: {new}".encode()
+        try:
+            write_atomic(path, b"\n".join(lines))
+        except OSError as exc:
+            raise EvidenceError(f"{path}: cannot write: {exc.strerror}") from None
+        changed.append((source.path, source.sha256, new, at is None))
+    return changed

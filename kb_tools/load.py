@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
-from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, Entry, Problem, Quote, Source
+from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, SOURCE_KINDS, Entry, Problem, Quote, Source
 
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6
 
 # Stable problem codes, one sentence each (listed in CONTRIBUTING.md; a test keeps both in step).
 CODES = {
@@ -24,7 +24,7 @@ CODES = {
     "KB005": "A field name is not part of the schema (often a typo).",
     "KB006": "An entry's `id` differs from its file name.",
     "KB007": "Two entries or two quotes share an id.",
-    "KB008": "A field holds a value outside its allowed set (area, snippet_kind, launch, coverage).",
+    "KB008": "A field holds a value outside its allowed set (area, snippet_kind, launch, coverage, kind).",
     "KB009": "An entry sits in a folder other than its `area`.",
     "KB010": "`see_also` names an entry that does not exist.",
     "KB011": "`evidence` names a quote that does not exist.",
@@ -36,6 +36,10 @@ CODES = {
     "KB017": "An id is not kebab-case (lower-case letters, digits and single hyphens).",
     "KB018": "A diagnostic snippet has no `snippet_note` saying why the bug itself is not reproduced.",
     "KB019": "`synonyms.yaml` is not a mapping of `groups` to lists of two or more words or phrases.",
+    "KB020": "A secondary source has no `retells` (title, author, url of the work it retells), or a primary source has one.",
+    "KB021": "A source's provenance is incomplete: `repo` needs `commit` and `path`, and a web page needs `retrieved`.",
+    "KB022": "A provenance value is malformed: `repo` is owner/name, `commit` 40 hex digits, `sha256` 64 hex digits.",
+    "KB023": "An `evidence` item is not a mapping of `quote` (an id) and `supports` (one line saying why it backs the entry).",
 }
 SYNONYMS_FILE = "synonyms.yaml"
 
@@ -53,21 +57,27 @@ ENTRY_FIELDS = {
     "tags": ("list", True), "aliases": ("list", False), "symptoms": ("list", True),
     "cause": ("str", True), "fix": ("str", True), "check": ("str", True),
     "caveats": ("str", True), "correction": ("str", False), "see_also": ("list", False),
-    "evidence": ("list", False), "snippet_kind": (SNIPPET_KINDS, True),
+    "evidence": ("citations", False), "snippet_kind": (SNIPPET_KINDS, True),
     "snippet_note": ("str", False), "launch": (LAUNCHERS, False), "snippet": ("str", True),
     "figures": ("figures", False),
 }
 QUOTE_FIELDS = {
     "id": ("str", True), "text": ("str", True), "source": ("str", True),
     "lines": ("lines", False), "object": ("str", False), "themes": ("list", True),
-    "short": ("bool", False),
+    "short": ("bool", False), "author": ("str", False),
 }
 SOURCE_FIELDS = {
-    "title": ("str", True), "author": ("str", True), "url": ("str", True),
-    "published": ("str", True), "retrieved": ("str", True),
-    "coverage": (("full", "excerpt"), True), "package": ("str", False),
+    "title": ("str", True), "author": ("str", True), "kind": (SOURCE_KINDS, True),
+    "retells": ("mapping", False), "url": ("str", True),
+    "published": ("str", True), "retrieved": ("str", False),
+    "coverage": (("full", "excerpt"), True), "repo": ("str", False), "commit": ("str", False),
+    "path": ("str", False), "package": ("str", False),
     "version": ("str", False), "sha256": ("str", False), "note": ("str", False),
 }
+RETELLS_FIELDS = ("title", "author", "url")
+EVIDENCE_FIELDS = ("quote", "supports")
+SUPPORTS_MAX = 200  # characters: `supports` is one short line
+_HEX = frozenset("0123456789abcdef")
 
 
 class KBError(Exception):
@@ -401,6 +411,8 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
             col.add(path, at(field), "KB004", field, "must be true or false")
         elif expected == "figures" and _figures_problem(value):
             col.add(path, at(field), "KB004", field, _figures_problem(value))
+        elif expected == "mapping" and not isinstance(value, dict):
+            col.add(path, at(field), "KB004", field, "must be a mapping of fields")
         elif isinstance(expected, tuple) and value not in expected:
             col.add(path, at(field), "KB008", field,
                     f"'{value}' is not one of: {', '.join(expected)}{_suggest(str(value), expected)}")
@@ -495,9 +507,81 @@ def _parse_sources(ev_dir, col, yaml) -> dict:
             continue
         meta = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in meta.items()}
         _check_fields(meta, SOURCE_FIELDS, rel, col, "source")
-        fields = {k: meta.get(k) for k in SOURCE_FIELDS}
-        sources[sid] = Source(id=sid, path=rel, body_line=end + 2, **fields)
+        lines = _front_matter_lines(head[1:end])
+        retells = _check_provenance(meta, rel, lines, col)
+        fields = {k: meta.get(k) for k in SOURCE_FIELDS if k not in ("path", "retells")}
+        sources[sid] = Source(id=sid, path=rel, body_line=end + 2, repo_path=meta.get("path"),
+                              retells=retells, **fields)
     return sources
+
+
+def _front_matter_lines(head: list) -> dict:
+    """The file line of each top-level front-matter key (front matter starts on line 2)."""
+    return {line.split(":", 1)[0]: n for n, line in enumerate(head, 2)
+            if line[:1].isalpha() and ":" in line}
+
+
+def is_hex(value, digits: int) -> bool:
+    """`value` is exactly `digits` lower-case hex digits (a git commit is 40, a sha256 64)."""
+    return isinstance(value, str) and len(value) == digits and set(value) <= _HEX
+
+
+def _check_provenance(meta: dict, rel: str, lines: dict, col: _Collector):
+    """kind/retells agreement, complete provenance and well-formed hashes; returns retells."""
+    at = lambda f: lines.get(f, 1)  # noqa: E731
+    kind, retells = meta.get("kind"), meta.get("retells")
+    if kind == "secondary" and retells is None:
+        col.add(rel, at("kind"), "KB020", "retells",
+                "a secondary source names the work it retells: `retells: {title, author, url}`")
+    elif kind == "primary" and retells is not None:
+        col.add(rel, at("retells"), "KB020", "retells",
+                "only a secondary source retells another work (set `kind: secondary`, or drop `retells`)")
+    if isinstance(retells, dict):
+        for key in RETELLS_FIELDS:
+            if not (isinstance(retells.get(key), str) and retells[key].strip()):
+                col.add(rel, at("retells"), "KB020", "retells", f"missing `{key}` of the retold work")
+        for key in retells:
+            if key not in RETELLS_FIELDS:
+                col.add(rel, at("retells"), "KB005", "retells",
+                        f"unknown field '{key}' (retells has {', '.join(RETELLS_FIELDS)})")
+        retells = {k: retells.get(k) for k in RETELLS_FIELDS}
+    else:
+        retells = None
+    git = [f for f in ("repo", "commit", "path") if meta.get(f) is not None]
+    if git and len(git) < 3:
+        missing = [f for f in ("repo", "commit", "path") if f not in git]
+        col.add(rel, at(git[0]), "KB021", missing[0],
+                f"a capture from a git repository gives `repo`, `commit` and `path`; missing {', '.join(missing)}")
+    if not git and meta.get("package") is None and meta.get("retrieved") is None:
+        col.add(rel, 1, "KB021", "retrieved",
+                "a web page capture gives `retrieved: YYYY-MM-DD` (or give `repo`/`commit`/`path`, or `package`)")
+    repo = meta.get("repo")
+    if isinstance(repo, str) and (repo.count("/") != 1 or not all(repo.split("/")) or " " in repo):
+        col.add(rel, at("repo"), "KB022", "repo", f"'{repo}' is not owner/name")
+    for field, digits in (("commit", 40), ("sha256", 64)):
+        value = meta.get(field)
+        if value is not None and not is_hex(value, digits):
+            col.add(rel, at(field), "KB022", field,
+                    f"must be {digits} lower-case hex digits, got {str(value)[:48]!r}")
+    return retells
+
+
+def body_offset(data: bytes, body_line: int) -> int:
+    """Byte offset where line `body_line` (1-based) of `data` starts: a source's body below its
+    front matter. The end of `data` if it has fewer lines."""
+    at = 0
+    for _ in range(body_line - 1):
+        nl = data.find(b"\n", at)
+        if nl == -1:
+            return len(data)
+        at = nl + 1
+    return at
+
+
+def body_sha256(data: bytes, body_line: int) -> str:
+    """The hex sha256 a source records: of its body's bytes, everything below the front matter."""
+    import hashlib
+    return hashlib.sha256(data[body_offset(data, body_line):]).hexdigest()
 
 
 def _parse_quotes(root, sources, col, yaml, loader) -> dict:
@@ -541,7 +625,8 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
                 lines = None
             quotes[qid] = Quote(
                 id=qid, text=item.get("text"), source=src, lines=lines, object=obj,
-                themes=item.get("themes") or [], short=bool(item.get("short")), path=rel, line=line)
+                themes=item.get("themes") or [], short=bool(item.get("short")),
+                author=item.get("author") if isinstance(item.get("author"), str) else None, path=rel, line=line)
     return quotes
 
 
@@ -587,7 +672,7 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             aliases=listed("aliases"), symptoms=listed("symptoms"), cause=data.get("cause"),
             fix=data.get("fix"), check=data.get("check"), caveats=data.get("caveats"),
             correction=data.get("correction"), see_also=listed("see_also"),
-            evidence=listed("evidence"), snippet_kind=data.get("snippet_kind"),
+            evidence=_citations(data, rel, col), snippet_kind=data.get("snippet_kind"),
             snippet_note=data.get("snippet_note"), launch=data.get("launch") or "python",
             snippet=data.get("snippet") if isinstance(data.get("snippet"), str) else "",
             figures={} if _figures_problem(data.get("figures")) else _figures(data.get("figures")),
@@ -599,16 +684,60 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
     return entries
 
 
+def _citations(data: dict, rel: str, col: _Collector) -> list:
+    """The entry's `evidence` as [{"quote", "supports"}], each bad item reported (KB023)."""
+    value = data.get("evidence")
+    if value is None:
+        return []
+    line = data["__lines__"].get("evidence", 1)
+    if not isinstance(value, list):
+        col.add(rel, line, "KB023", "evidence", "must be a list of `- quote: ID` / `supports: ...` items")
+        return []
+    good = []
+    for item, at in zip(value, data["__items__"].get("evidence", [line] * len(value))):
+        if isinstance(item, str):
+            col.add(rel, at, "KB023", "evidence", f"'{item}' is a bare id; write it as `- quote: {item}` with "
+                                                  f"`supports:` (one line: why this quote backs the entry)")
+            continue
+        if not isinstance(item, dict):
+            col.add(rel, at, "KB023", "evidence", "each item is a mapping with `quote` and `supports`")
+            continue
+        for key in item:
+            if isinstance(key, str) and key.startswith("__"):
+                continue
+            if key not in EVIDENCE_FIELDS:
+                col.add(rel, item["__lines__"].get(key, at), "KB005", "evidence",
+                        f"unknown citation field '{key}'{_suggest(str(key), EVIDENCE_FIELDS)}")
+        qid, supports = item.get("quote"), item.get("supports")
+        if not (isinstance(qid, str) and qid.strip()):
+            col.add(rel, at, "KB023", "evidence", "an item needs `quote:` naming a quote id")
+            continue
+        if not (isinstance(supports, str) and supports.strip()):
+            col.add(rel, item["__lines__"].get("supports", at), "KB023", "evidence",
+                    f"'{qid}' needs `supports:`, one line saying why this quote backs the entry's cause or fix")
+            continue
+        supports = supports.strip()
+        if "\n" in supports or len(supports) > SUPPORTS_MAX:
+            col.add(rel, item["__lines__"].get("supports", at), "KB023", "evidence",
+                    f"'{qid}': `supports` is one line of at most {SUPPORTS_MAX} characters "
+                    f"(this one has {len(supports)})")
+            continue
+        good.append({"quote": qid, "supports": supports, "line": at})
+    return good
+
+
 def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
     """see_also, evidence and aliases can only be checked once every file is read."""
     owner = {}
     for e in entries.values():
         items = e.lines["__items__"]
-        for field, known, code, what in (("see_also", entries, "KB010", "entry"),
-                                         ("evidence", quotes, "KB011", "quote")):
-            for ref, line in zip(getattr(e, field), items.get(field, [])):
-                if ref not in known:
-                    col.add(e.path, line, code, field, f"unknown {what} '{ref}'{_suggest(ref, known)}")
+        for ref, line in zip(e.see_also, items.get("see_also", [])):
+            if ref not in entries:
+                col.add(e.path, line, "KB010", "see_also", f"unknown entry '{ref}'{_suggest(ref, entries)}")
+        for cite in e.evidence:
+            ref = cite["quote"]
+            if ref not in quotes:
+                col.add(e.path, cite["line"], "KB011", "evidence", f"unknown quote '{ref}'{_suggest(ref, quotes)}")
         for alias, line in zip(e.aliases, items.get("aliases", [])):
             key = alias.lower()
             if key in entries and key != e.id:

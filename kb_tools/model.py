@@ -12,6 +12,7 @@ AREAS = (
 )
 SNIPPET_KINDS = ("reproduces", "diagnostic")
 LAUNCHERS = ("python", "torchrun")
+SOURCE_KINDS = ("primary", "secondary")
 
 
 class _Record:
@@ -61,7 +62,7 @@ class Entry(_Record):
     caveats: str
     correction: str | None
     see_also: list
-    evidence: list
+    evidence: list          # citations: [{"quote": quote id, "supports": why it backs this entry}]
     snippet_kind: str
     snippet_note: str | None
     launch: str
@@ -71,6 +72,11 @@ class Entry(_Record):
     lines: dict
     snippet_line: int
 
+    @property
+    def quote_ids(self) -> list:
+        """The ids of the quotes the entry cites, in its order."""
+        return [c["quote"] for c in self.evidence or ()]
+
 
 class Quote(_Record):
     """A verbatim quote, tied to a source and to where in it the words are.
@@ -79,7 +85,7 @@ class Quote(_Record):
     installed-package sources by `object` (a dotted path whose docstring holds it).
     """
 
-    __slots__ = ("id", "text", "source", "lines", "object", "themes", "short", "path", "line")
+    __slots__ = ("id", "text", "source", "lines", "object", "themes", "short", "author", "path", "line")
     id: str
     text: str
     source: str
@@ -87,20 +93,35 @@ class Quote(_Record):
     object: str | None
     themes: list
     short: bool
+    author: str | None      # whom the quote is presented as written by; None: the source's author
     path: str
     line: int
 
 
 class Source(_Record):
-    """A cached source under evidence/, described by its front matter."""
+    """A cached source under evidence/, described by its front matter.
+
+    `kind` is "primary" (the author's own published words) or "secondary" (someone
+    else's retelling; `retells` then names the primary work: title, author, url).
+    `author` always wrote the text in this file. Provenance is a git repository
+    (`repo`, `commit`, `repo_path`: the front matter's `path`), a web page (`url`,
+    `retrieved`) or an installed package (`package`, `version`); `sha256` is the hash
+    of the body's UTF-8 bytes (everything below the front matter's closing `---`).
+    """
 
     __slots__ = (
-        "id", "title", "author", "url", "published", "retrieved", "coverage",
+        "id", "title", "author", "kind", "retells", "url", "published", "retrieved", "coverage",
+        "repo", "commit", "repo_path",
         "package", "version", "sha256", "note", "path", "body_line",
     )
     id: str
     title: str
     author: str
+    kind: str
+    retells: dict | None    # secondary only: {"title", "author", "url"} of the retold work
+    repo: str | None        # owner/name of the git repository the body was captured from
+    commit: str | None      # 40-hex commit of that capture
+    repo_path: str | None   # the file's path in that repository (front matter `path:`)
     url: str
     published: str
     retrieved: str

@@ -173,6 +173,15 @@ def http_url(value):
     return _markup(html.escape(url, quote=True))
 
 
+def repo_url(source):
+    """The web address of a git capture's file at its commit (GitHub's form for owner/name), or None."""
+    from urllib.parse import quote
+    if not (source.repo and source.commit and source.repo_path):
+        return None
+    return http_url(f"https://github.com/{quote(source.repo)}/blob/{quote(source.commit)}/"
+                    f"{quote(source.repo_path.lstrip('/'))}")
+
+
 def front_title(value) -> str:
     """A page title for the front matter: mkdocs-material prints it unescaped into
     <title> and the nav, so it is HTML-escaped here (and JSON is valid YAML)."""
@@ -271,7 +280,7 @@ class _Context:
             path_part(q.id)
         for e in kb.entries.values():  # the CLI refuses an invalid KB; the library says why too
             for field, known in (("see_also", kb.entries), ("evidence", kb.quotes)):
-                missing = [i for i in getattr(e, field) if i not in known]
+                missing = [i for i in (e.quote_ids if field == "evidence" else e.see_also) if i not in known]
                 if missing:
                     raise SiteError(f"{e.path}: {field} names unknown ids: {', '.join(missing)} (run `kb check`)")
         self.sources = {}
@@ -285,7 +294,7 @@ class _Context:
             group.sort(key=lambda e: e.id)
         self.quote_users = {q: [] for q in kb.quotes}
         for e in kb.entries.values():
-            for qid in e.evidence:
+            for qid in e.quote_ids:
                 if qid in self.quote_users:
                     self.quote_users[qid].append(e)
         self.citations, self.spans = {}, {}
@@ -377,7 +386,7 @@ def _environment(templates: str):
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True)
     env.filters.update(prose=prose, blockquote=blockquote, fence=fence, path=path_part, attr=attr,
-                       http_url=http_url, front_title=front_title)
+                       http_url=http_url, front_title=front_title, repo_url=repo_url)
     return env
 
 

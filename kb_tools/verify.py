@@ -9,8 +9,12 @@ and that passage's line range.
 Comparison is on words: case-folded, with punctuation, quote marks, markdown
 emphasis, code ticks and Sphinx roles dropped, so reflowed lines, repeated spaces,
 curly quotes and `...` vs `…` never count. `[...]`, `...` and `…` in a quote are
-elisions: the parts between them must each be verbatim, in order. The check runs
-without torch when the package texts are cached (see `PackageTexts`).
+elisions: the parts between them must each be verbatim, in order. Other square
+brackets (`[sic]`, `[the scheduler]`) are the editor's words: skipped, and standing
+in for at most MAX_EDITORIAL source words. A quote's `author`, when given, must be
+its source's author (a secondary source's words are its own author's, never the
+retold author's), and a source that records a `sha256` must still hash to it. The
+check runs without torch when the package texts are cached (see `PackageTexts`).
 """
 from __future__ import annotations
 
@@ -18,10 +22,12 @@ import os
 import re
 
 MIN_WORDS = 6  # fewer words than this is too short to mean anything, unless `short: true`
+MAX_EDITORIAL = 3  # source words an editorial insertion like `[the scheduler]` may stand in for
 
 # Defect kinds, most basic first: a quote gets only the first that applies.
 KINDS = {
     "unknown-source": "the source id has no cached file under evidence/ (or the object is not in the package)",
+    "wrong-author": "the quote is attributed to someone other than the author of its source's text",
     "unchecked": "the source is an installed package that is not installed here",
     "not-found": "no passage of the source is close to the quote",
     "words-changed": "a passage matches except for swapped, added or dropped words",
@@ -29,6 +35,8 @@ KINDS = {
     "truncated": "the quote stops mid-sentence without an elision mark",
     "too-short": "too few words to be checked meaningfully; mark it `short: true` if intended",
     "wrong-lines": "the words are in the source, but not on the cited lines",
+    # about a cached source rather than one quote
+    "cache-changed": "the cached source's body no longer hashes to the sha256 recorded at capture",
 }
 FAIL_KINDS = tuple(k for k in KINDS if k != "unchecked")
 
@@ -47,6 +55,8 @@ _LINK_RST = re.compile(r"`([^`<\n]+?)\s*<[^>`]*>`__?")
 _TOKEN = re.compile(r"\w+(?:['./\-]\w+)*")
 _ELISION = re.compile(r"\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026")
 _ENDS_ELIDED = re.compile(r"(?:\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026)[\s\"'\u201d\u2019*_)\]]*$")
+# square brackets other than an elision or a markdown link: the editor's own words
+_EDITORIAL = re.compile(r"\[(?!\s*(?:\.\s*\.\s*\.|\u2026)\s*\])[^\[\]\n]*\](?!\()")
 _END_PUNCT = re.compile(r"[.!?;:\u2026]|\n[ \t>]*\n")
 
 
@@ -100,8 +110,24 @@ def tokens_of(text: str, first_line: int = 1) -> list:
 
 
 def quote_parts(text: str) -> list:
-    """The quote's elided parts, each a list of tokens (empty parts dropped)."""
-    return [p for p in (tokens_of(chunk) for chunk in _ELISION.split(text or "")) if p]
+    """The quote's parts, each a list of tokens (empty parts dropped): split at elisions and
+    at editorial insertions in square brackets, whose words are not the source's."""
+    return split_quote(text)[0]
+
+
+def split_quote(text: str) -> tuple:
+    """(parts, gaps): gaps[k] is how many source words may lie between part k-1 and part k
+    (None: any number, after an elision; MAX_EDITORIAL after an editorial insertion)."""
+    parts, gaps = [], []
+    for n, chunk in enumerate(_ELISION.split(text or "")):
+        loose = True
+        for piece in _EDITORIAL.split(chunk) if "[" in chunk else (chunk,):
+            toks = tokens_of(piece)
+            if toks:
+                parts.append(toks)
+                gaps.append(None if loose or not parts[:-1] else MAX_EDITORIAL)
+            loose = False
+    return parts, gaps
 
 
 class Passage:
@@ -362,10 +388,11 @@ class Defect:
 class Report:
     """The outcome of verifying a KB: defects, unchecked quotes and what was checked against."""
 
-    __slots__ = ("quotes", "defects", "unchecked", "packages", "seconds")
+    __slots__ = ("quotes", "sources", "defects", "unchecked", "packages", "seconds")
 
     def __init__(self):
         self.quotes = 0
+        self.sources = 0       # cached sources whose recorded sha256 was checked
         self.defects = []      # Defect, kind in FAIL_KINDS
         self.unchecked = []    # Defect, kind "unchecked"
         self.packages = {}     # package -> installed version, or None when absent
@@ -373,13 +400,14 @@ class Report:
 
     @property
     def passed(self) -> int:
-        return self.quotes - len(self.defects) - len(self.unchecked)
+        return self.quotes - sum(d.kind != "cache-changed" for d in self.defects) - len(self.unchecked)
 
     def ok(self, strict: bool = False) -> bool:
         return not self.defects and not (strict and self.unchecked)
 
     def to_dict(self, strict: bool = False) -> dict:
         return {"ok": self.ok(strict), "strict": strict, "quotes": self.quotes, "passed": self.passed,
+                "sources_hashed": self.sources,
                 "failed": len(self.defects), "unchecked": len(self.unchecked), "packages": self.packages,
                 "seconds": round(self.seconds, 4),
                 "defects": [d.to_dict() for d in self.defects],
@@ -396,14 +424,21 @@ class Context:
         self.base = os.path.dirname(kb.root)
         self.packages = packages if packages is not None else PackageTexts(_cache_dir(kb.root))
         self._cached = {}
+        self._raw = {}
         self._objects = {}
+
+    def raw(self, source) -> bytes:
+        """The bytes of a source's cache file, read once (OSError if it is gone)."""
+        if source.id not in self._raw:
+            with open(os.path.join(self.base, source.path), "rb") as fh:
+                self._raw[source.id] = fh.read()
+        return self._raw[source.id]
 
     def cached(self, source) -> list:
         """The body of a cached source as one Passage (OSError if the file is gone)."""
         if source.id not in self._cached:
-            path = os.path.join(self.base, source.path)
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                lines = fh.read().split("\n")
+            text = self.raw(source).decode("utf-8", errors="replace")
+            lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as text mode reads it
             first = source.body_line or 1
             self._cached[source.id] = [Passage("\n".join(lines[first - 1:]), first, source.path)]
         return self._cached[source.id]
@@ -462,13 +497,17 @@ def _word_diff(quote_words: list, p: Passage, start: int, end: int):
     return " ".join(shown), changes
 
 
-def _chain(occurrences: list, sizes: list, lo_line=None, hi_line=None, lines=None):
-    """Earliest in-order placement of the parts, optionally all inside [lo_line, hi_line]."""
+def _chain(occurrences: list, sizes: list, lo_line=None, hi_line=None, lines=None, gaps=None):
+    """Earliest in-order placement of the parts, optionally all inside [lo_line, hi_line] and
+    with at most gaps[k] words before part k (None: any)."""
     placed, pos = [], 0
-    for occ, size in zip(occurrences, sizes):
+    for k, (occ, size) in enumerate(zip(occurrences, sizes)):
+        limit = gaps[k] if gaps and placed else None
         for start in occ:
             if start < pos:
                 continue
+            if limit is not None and start - pos > limit:
+                return None
             if lo_line is not None and not (lo_line <= lines[start] and lines[start + size - 1] <= hi_line):
                 continue
             placed.append(start)
@@ -479,8 +518,9 @@ def _chain(occurrences: list, sizes: list, lo_line=None, hi_line=None, lines=Non
     return placed
 
 
-def _locate(parts: list, passages: list, cited):
-    """Where the parts are: ('ok', p, starts) | ('order', p, occurrences) | ('fuzzy', ...)."""
+def _locate(parts: list, passages: list, cited, gaps=None):
+    """Where the parts are: ('ok', p, starts) | ('gap', p, starts) | ('order', p, occurrences)
+    | ('fuzzy', ...). 'gap': in order, but an editorial insertion stands in for too many words."""
     sizes = [len(part) for part in parts]
     words = [[t[0] for t in part] for part in parts]
     fallback = None
@@ -489,16 +529,21 @@ def _locate(parts: list, passages: list, cited):
         if not all(occ):
             continue
         if cited is not None:
-            inside = _chain(occ, sizes, cited[0], cited[1], p.lines)
+            inside = _chain(occ, sizes, cited[0], cited[1], p.lines, gaps)
             if inside:
                 return "ok", p, inside
-        anywhere = _chain(occ, sizes)
+        anywhere = _chain(occ, sizes, gaps=gaps)
+        if anywhere is None and gaps and any(g is not None for g in gaps):
+            spread = _chain(occ, sizes)
+            if spread:
+                fallback = fallback or ("gap", p, spread)
+                continue
         if anywhere:
             if cited is not None:
                 # the placement nearest the cited lines, for the message and for --fix-lines
                 best = None
                 for first in occ[0][:50]:
-                    trial = _chain([[first]] + occ[1:], sizes)
+                    trial = _chain([[first]] + occ[1:], sizes, gaps=gaps)
                     if trial:
                         dist = abs(p.lines[trial[0]] - cited[0])
                         if best is None or dist < best[0]:
@@ -534,6 +579,8 @@ def check_quote(quote, ctx: Context):
         hint = _suggest(str(quote.source), kb.sources)
         return defect("unknown-source", f"no cached source '{quote.source}' (evidence/{quote.source}.md "
                                         f"does not exist){hint}")
+    if quote.author is not None and quote.author != source.author:
+        return defect("wrong-author", _author_message(quote, source))
     if not isinstance(quote.text, str) or (quote.object is not None and not isinstance(quote.object, str)):
         return defect("not-found", "the quote's `text` (or `object`) is not text; see `kb check`")
     cited = None
@@ -561,17 +608,17 @@ def check_quote(quote, ctx: Context):
         if isinstance(quote.lines, list) and len(quote.lines) == 2:
             cited = tuple(quote.lines)
 
-    parts = quote_parts(quote.text)
+    parts, gaps = split_quote(quote.text)
     if not parts:
         return defect("not-found", "the quote has no words")
-    located = _locate(parts, passages, cited)
+    located = _locate(parts, passages, cited, gaps)
     if quote.object and located[0] != "ok":
         # the object is the citation's coordinate: is the text verbatim in another object the cache lists?
         for other in _cached_objects(ctx, source):
             if other == quote.object:
                 continue
             try:
-                elsewhere = _locate(parts, ctx.installed(source.package, other), None)
+                elsewhere = _locate(parts, ctx.installed(source.package, other), None, gaps)
             except (LookupError, NotInstalled):
                 continue
             if elsewhere[0] == "ok":
@@ -595,6 +642,17 @@ def check_quote(quote, ctx: Context):
         where = _where(p, start, end) if p is not None and end > start else ""
         return defect("not-found", f"{label}\"{_span_text_tokens(parts[k])}\" is not in {source.path}" + near,
                       where=where)
+
+    if located[0] == "gap":
+        _, p, starts = located
+        k = next(k for k in range(1, len(parts)) if gaps[k] is not None
+                 and starts[k] - starts[k - 1] - len(parts[k - 1]) > gaps[k])
+        lo, hi = starts[k - 1] + len(parts[k - 1]), starts[k]
+        end = starts[-1] + len(parts[-1])
+        return defect("words-changed", f"a bracketed insertion before part {k + 1} of {len(parts)} stands in for "
+                                       f"{hi - lo} source words ('{_span_text(p, lo, hi)}'), more than "
+                                       f"{MAX_EDITORIAL}; quote them, or elide them with [...]",
+                      where=_where(p, starts[0], end), lines=[p.lines[starts[0]], p.lines[end - 1]])
 
     if located[0] == "order":
         _, p, occ = located
@@ -626,6 +684,46 @@ def check_quote(quote, ctx: Context):
     return None
 
 
+def _author_message(quote, source) -> str:
+    retold = source.retells or {}
+    if source.kind == "secondary" and quote.author == retold.get("author"):
+        return (f"attributed to {quote.author}, but {source.path} is {source.author}'s retelling of "
+                f"{quote.author}'s '{retold.get('title')}' (kind: secondary): its words are "
+                f"{source.author}'s. Quote {quote.author}'s own text, or attribute it to {source.author}")
+    return f"attributed to {quote.author}, but the text of {source.path} was written by {source.author}"
+
+
+def check_source(source, ctx: Context):
+    """A cache-changed defect when the source records a sha256 its body no longer has, else None."""
+    if not source.sha256:
+        return None
+    try:
+        data = ctx.raw(source)
+    except OSError:
+        return None  # its quotes report the unreadable file
+    import hashlib
+
+    from .load import body_offset
+    start = body_offset(data, source.body_line)
+    actual = hashlib.sha256(data[start:]).hexdigest()
+    if actual == source.sha256:
+        return None
+    head = data[:start].split(b"\n")
+    line = next((n for n, text in enumerate(head, 1) if text.startswith(b"sha256:")), 1)
+    return Defect(source.path, line, source.id, "cache-changed",
+                  f"the body (from L{source.body_line}) hashes to {actual[:12]}..., not the recorded "
+                  f"{source.sha256[:12]}...: the cached text changed since it was captured. Restore it from "
+                  f"{_provenance(source)}, or after a deliberate edit run `kb evidence rehash {source.id}`")
+
+
+def _provenance(source) -> str:
+    if source.repo:
+        return f"{source.repo}@{(source.commit or '')[:12]}:{source.repo_path}"
+    if source.package:
+        return f"{source.package} {source.version or ''}".strip()
+    return source.url or "its url"
+
+
 def _cached_objects(ctx, source) -> list:
     """Dotted paths whose text the source's cache file holds (its `## `dotted`` headings)."""
     try:
@@ -646,12 +744,20 @@ def verify_kb(kb, strict: bool = False, quotes=None, packages: PackageTexts | No
     t0 = time.perf_counter()
     ctx = Context(kb, packages)
     report = Report()
-    for quote in (quotes if quotes is not None else kb.quotes.values()):
+    report_quotes = list(quotes) if quotes is not None else list(kb.quotes.values())
+    for quote in report_quotes:
         report.quotes += 1
         found = check_quote(quote, ctx)
         if found is None:
             continue
         (report.unchecked if found.kind == "unchecked" else report.defects).append(found)
+    cited = None if quotes is None else {q.source for q in report_quotes}
+    for source in kb.sources.values():
+        if source.sha256 and (cited is None or source.id in cited):
+            report.sources += 1
+            changed = check_source(source, ctx)
+            if changed is not None:
+                report.defects.append(changed)
     for source in kb.sources.values():
         if source.package and source.package not in report.packages:
             try:

@@ -15,6 +15,11 @@ SNIPPET = textwrap.dedent("""\
     """)
 
 
+def cite(qid: str, supports: str = "It states the cause this entry describes.") -> dict:
+    """One `evidence` item of an entry."""
+    return {"quote": qid, "supports": supports}
+
+
 def entry(eid: str, area: str = "loss", **overrides) -> dict:
     data = {
         "id": eid, "title": f"Title of {eid}", "area": area, "tags": ["demo"], "aliases": [],
@@ -48,7 +53,7 @@ def write_entry(root, data: dict, area: str | None = None, raw: str | None = Non
 
 
 def write_source(root, sid: str, body: str = "line one\nline two\n", **meta):
-    front = {"title": "A source", "author": "Someone", "url": "https://example.org/x",
+    front = {"title": "A source", "author": "Someone", "kind": "primary", "url": "https://example.org/x",
              "published": "2020-01-01", "retrieved": "2026-11-22", "coverage": "full"}
     front.update(meta)
     path = root / "evidence" / f"{sid}.md"
@@ -67,12 +72,12 @@ def write_quotes(root, name: str, quotes: list):
 def make_kb(root, entries=None):
     """A valid KB with two entries, one source and one quote; returns the kb/ path."""
     write_source(root, "src")
-    write_quotes(root, "src", [{"id": "q-one", "source": "src", "lines": [9, 9],
+    write_quotes(root, "src", [{"id": "q-one", "source": "src", "lines": [10, 10],
                                 "text": "line one", "themes": ["demo"]}])
     for data in entries if entries is not None else [
             entry("alpha-bug", symptoms=["loss is flat from the first step", "weights never change",
                                          "the optimizer does nothing at all"], aliases=["A1"],
-                  evidence=["q-one"]),
+                  evidence=[cite("q-one")]),
             entry("beta-bug", area="numerics", symptoms=["loss becomes nan after a few hundred steps",
                                                          "gradient norm explodes to inf",
                                                          "training diverges with fp16"])]:

@@ -158,7 +158,7 @@ def test_search_entry_snippet_and_citation(driver, served):
 
     # a quote's citation opens the cached source with the cited line in view
     cited = [(e.id, q) for e in [kb.entries[entry_id]] + list(kb.entries.values())
-             for q in (kb.quotes[i] for i in e.evidence) if q.lines]
+             for q in (kb.quotes[i] for i in e.quote_ids) if q.lines]
     assert cited, "no entry cites a line of a cached source"
     cite_entry, quote = cited[0]
     if cite_entry != entry_id:

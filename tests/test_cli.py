@@ -242,3 +242,10 @@ def test_only_the_named_command_is_built():
     assert command_named(["frobnicate"]) is None and command_named([]) is None
     choices = build_parser("search")._subparsers._group_actions[0].choices
     assert list(choices) == ["search"]
+
+
+def test_show_lists_each_citation_with_why_it_is_cited(fixture_kb):
+    r = kb("--kb", fixture_kb, "show", "alpha-bug")
+    assert r.returncode == 0 and "Evidence\n- q-one: It states the cause this entry describes.\n" in r.stdout, r.stdout
+    r = kb("--kb", fixture_kb, "show", "alpha-bug", "--json")
+    assert json.loads(r.stdout)["evidence"] == [{"quote": "q-one", "supports": "It states the cause this entry describes."}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import http.server
+import json
 import threading
 import time
 
@@ -128,7 +129,8 @@ def test_html_page_becomes_readable_markdown_with_provenance(server, kb_dir, cap
     assert meta["note"] == f"fetched from {server}/page.html"
     assert str(meta["published"]) == "2021-03-04" and meta["coverage"] == "full"
     assert str(meta["retrieved"]) == datetime.date.today().isoformat()
-    assert meta["sha256"] == hashlib.sha256(PAGE).hexdigest()
+    assert meta["kind"] == "primary" and "retells" not in meta
+    assert meta["sha256"] == hashlib.sha256(body.encode("utf-8")).hexdigest()   # of the body, not the reply
     assert "# On training loops" in body and "- Check the loss at init." in body
     assert "tracking" not in body and "color: red" not in body and "About" not in body
     # the cache is a valid source, and a quote of the page verifies against it
@@ -213,6 +215,50 @@ def test_local_html_file_and_bad_id(tmp_path, kb_dir):
     assert "Overfit one batch \u2014 it costs five minutes." in body and result["bytes"] == len(PAGE)
     with pytest.raises(EvidenceUsage, match="kebab-case"):
         add_evidence(str(page), "Bad_Id", str(kb_dir.parent / "evidence"))
+
+
+def test_secondary_source_records_what_it_retells(tmp_path, kb_dir, capsys):
+    page = tmp_path / "notes.txt"
+    page.write_text("A retelling: the author says to overfit one batch first.\n")
+    retold = ["--retells-title", "A Recipe, with commas", "--retells-author", "First Author",
+              "--retells-url", "https://example.org/recipe"]
+    args = ["--kb", str(kb_dir), "evidence", "add", str(page), "--id", "retold", "--author", "Note Keeper",
+            "--url", "https://example.org/notes"]
+    assert cli.main(args + ["--kind", "secondary"] + retold[:4]) == 2
+    assert "give --retells-url" in capsys.readouterr().err
+    assert cli.main(args + retold) == 2   # --retells-* without --kind secondary
+    assert "add --kind secondary" in capsys.readouterr().err
+    assert not (kb_dir.parent / "evidence" / "retold.md").exists()
+    assert cli.main(args + ["--kind", "secondary", "--json"] + retold) == 0
+    result = json.loads(capsys.readouterr().out)
+    meta, _ = _front(kb_dir.parent / "evidence" / "retold.md")
+    assert meta["kind"] == "secondary" and meta["author"] == "Note Keeper"
+    assert meta["retells"] == result["retells"] == {"title": "A Recipe, with commas", "author": "First Author",
+                                                    "url": "https://example.org/recipe"}
+    kb = load_kb(str(kb_dir), use_cache=False)
+    assert not kb.problems, [str(p) for p in kb.problems]
+    assert kb.sources["retold"].retells["author"] == "First Author" and not verify_kb(kb).defects
+
+
+def test_rehash_records_the_body_hash_after_an_edit(tmp_path, kb_dir, capsys):
+    page = tmp_path / "notes.txt"
+    page.write_text("Zero the gradients before each backward pass, or they add up.\n")
+    assert add_evidence(str(page), "notes", str(kb_dir.parent / "evidence"), url="https://example.org/n")
+    path = kb_dir.parent / "evidence" / "notes.md"
+    assert not verify_kb(load_kb(str(kb_dir), use_cache=False)).defects
+    path.write_text(path.read_text().replace("add up", "accumulate"))
+    assert [d.kind for d in verify_kb(load_kb(str(kb_dir), use_cache=False)).defects] == ["cache-changed"]
+    before = path.read_text().split("\n")
+    assert cli.main(["--kb", str(kb_dir), "evidence", "rehash", "notes"]) == 0
+    assert "evidence/notes.md: sha256" in capsys.readouterr().out
+    after = path.read_text().split("\n")
+    changed = [n for n, (a, b) in enumerate(zip(before, after)) if a != b]
+    assert len(before) == len(after) and len(changed) == 1 and after[changed[0]].startswith("sha256: ")
+    assert not verify_kb(load_kb(str(kb_dir), use_cache=False)).defects
+    assert cli.main(["--kb", str(kb_dir), "evidence", "rehash", "--all"]) == 0
+    assert "already matches" in capsys.readouterr().out
+    assert cli.main(["--kb", str(kb_dir), "evidence", "rehash", "note"]) == 2
+    assert "unknown source 'note' (did you mean 'notes'?)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("option, value", [("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "inf"),

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from kb_tools.load import CODES, load_kb
-from kbfactory import entry, make_kb, write_entry, write_quotes, write_source
+from kbfactory import cite, entry, make_kb, write_entry, write_quotes, write_source
 
 
 def problems(kb_dir):
@@ -25,8 +25,8 @@ def test_clean_kb_loads_everything(tmp_path):
     assert found == []
     assert list(kb.entries) == ["alpha-bug", "beta-bug"]
     assert kb.resolve("a1").id == "alpha-bug"
-    assert kb.quotes["q-one"].lines == [9, 9]
-    assert kb.sources["src"].body_line == 9
+    assert kb.quotes["q-one"].lines == [10, 10]
+    assert kb.sources["src"].body_line == 10
 
 
 def test_snippet_line_points_into_the_yaml(tmp_path):
@@ -52,15 +52,15 @@ def test_problem_format_is_path_line_code_field(tmp_path):
     ("KB004", lambda t: write_entry(t, entry("typed-wrong", tags="not-a-list"))),
     ("KB005", lambda t: write_entry(t, {**entry("extra-field"), "symptomz": ["x"]})),
     ("KB006", lambda t: write_entry(t, entry("stem-name"), raw=yaml.safe_dump(entry("other-name")))),
-    ("KB007", lambda t: write_quotes(t, "dupe", [{"id": "q-one", "source": "src", "lines": [9, 9],
+    ("KB007", lambda t: write_quotes(t, "dupe", [{"id": "q-one", "source": "src", "lines": [10, 10],
                                                    "text": "line one", "themes": ["x"]}])),
     ("KB008", lambda t: write_entry(t, entry("bad-kind", snippet_kind="maybe"))),
     ("KB009", lambda t: write_entry(t, entry("wrong-folder", area="data"), area="loss")),
     ("KB010", lambda t: write_entry(t, entry("bad-ref", see_also=["nope"]))),
-    ("KB011", lambda t: write_entry(t, entry("bad-quote", evidence=["q-two"]))),
+    ("KB011", lambda t: write_entry(t, entry("bad-quote", evidence=[cite("q-two")]))),
     ("KB012", lambda t: write_entry(t, entry("alias-clash", aliases=["a1"]))),
     ("KB013", lambda t: write_entry(t, entry("few-symptoms", symptoms=["only one"]))),
-    ("KB014", lambda t: write_quotes(t, "orphan", [{"id": "q-orphan", "source": "srcc", "lines": [9, 9],
+    ("KB014", lambda t: write_quotes(t, "orphan", [{"id": "q-orphan", "source": "srcc", "lines": [10, 10],
                                                      "text": "line one", "themes": ["x"]}])),
     ("KB015", lambda t: write_quotes(t, "badlines", [{"id": "q-bad", "source": "src", "lines": [5, 2],
                                                        "text": "line one", "themes": ["x"]}])),
@@ -68,6 +68,10 @@ def test_problem_format_is_path_line_code_field(tmp_path):
     ("KB017", lambda t: write_entry(t, entry("Not_Kebab"))),
     ("KB018", lambda t: write_entry(t, entry("diag-no-note", snippet_kind="diagnostic"))),
     ("KB019", lambda t: (t / "kb" / "synonyms.yaml").write_text("groups:\n  - [lonely]\n")),
+    ("KB020", lambda t: write_source(t, "retold", kind="secondary")),
+    ("KB021", lambda t: write_source(t, "half-git", repo="owner/name", commit="a" * 40)),
+    ("KB022", lambda t: write_source(t, "short-hash", sha256="abc123")),
+    ("KB023", lambda t: write_entry(t, entry("bare-id", evidence=["q-one"]))),
 ])
 def test_each_problem_code(tmp_path, code, build):
     kb_dir = make_kb(tmp_path)
@@ -85,6 +89,90 @@ def test_a_field_name_that_is_not_text_is_reported_not_crashed(tmp_path, build):
     kb_dir = make_kb(tmp_path)
     build(tmp_path)
     assert "KB005" in codes(kb_dir)
+
+
+GIT = {"repo": "owner/notes", "commit": "0123456789abcdef0123456789abcdef01234567", "path": "docs/notes.md"}
+RETOLD = {"title": "The original", "author": "First Author", "url": "https://example.org/original"}
+
+
+@pytest.mark.parametrize("meta, expected", [
+    ({}, []),                                                      # a web page: url + retrieved
+    ({**GIT, "sha256": "0" * 64}, []),                             # a git capture, hash recorded
+    ({"package": "torch", "version": "2.13.0", "retrieved": None}, []),   # package docstrings
+    ({"kind": "secondary", "retells": RETOLD}, []),
+    ({"kind": None}, [("KB003", "kind")]),
+    ({"kind": "tertiary"}, [("KB008", "kind")]),
+    ({"kind": "secondary"}, [("KB020", "retells")]),
+    ({"retells": RETOLD}, [("KB020", "retells")]),                 # a primary source retells nothing
+    ({"kind": "secondary", "retells": {"title": "T", "url": "u"}}, [("KB020", "retells")]),
+    ({"kind": "secondary", "retells": "T by A"}, [("KB004", "retells")]),
+    ({"repo": "owner/notes"}, [("KB021", "commit")]),
+    ({"commit": GIT["commit"], "path": "x.md"}, [("KB021", "repo")]),
+    ({"retrieved": None}, [("KB021", "retrieved")]),               # a web page needs its date
+    ({**GIT, "repo": "notes"}, [("KB022", "repo")]),
+    ({**GIT, "commit": "0123456"}, [("KB022", "commit")]),
+    ({**GIT, "commit": GIT["commit"].upper()}, [("KB022", "commit")]),
+    ({"sha256": "g" * 64}, [("KB022", "sha256")]),
+])
+def test_source_kind_and_provenance(tmp_path, meta, expected):
+    kb_dir = make_kb(tmp_path)
+    dropped = [k for k, v in meta.items() if v is None]
+    path = write_source(tmp_path, "cap", **{k: v for k, v in meta.items() if v is not None})
+    if dropped:
+        lines = path.read_text().splitlines(keepends=True)
+        path.write_text("".join(line for line in lines if line.split(":")[0] not in dropped))
+    kb = load_kb(str(kb_dir), use_cache=False)
+    found = [(p.code, p.field) for p in kb.problems]
+    assert found == expected, [str(p) for p in kb.problems]
+    assert all(p.path == "evidence/cap.md" for p in kb.problems)
+    if not expected:
+        s = kb.sources["cap"]
+        assert (s.repo, s.commit, s.repo_path) == ((GIT["repo"], GIT["commit"], GIT["path"]) if "repo" in meta
+                                                   else (None, None, None))
+        assert s.retells == (RETOLD if s.kind == "secondary" else None)
+
+
+def test_problem_lines_point_at_the_front_matter_key(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    path = write_source(tmp_path, "cap", **{**GIT, "commit": "nothex"})
+    n = next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith("commit:"))
+    (problem,) = load_kb(str(kb_dir), use_cache=False).problems
+    assert (problem.code, problem.line) == ("KB022", n)
+    assert str(problem) == f"evidence/cap.md:{n}: KB022 commit: must be 40 lower-case hex digits, got 'nothex'"
+
+
+@pytest.mark.parametrize("evidence, message", [
+    (["q-one"], "'q-one' is a bare id; write it as `- quote: q-one` with `supports:`"),
+    ([{"quote": "q-one"}], "'q-one' needs `supports:`"),
+    ([{"quote": "q-one", "supports": "  "}], "'q-one' needs `supports:`"),
+    ([{"supports": "why"}], "an item needs `quote:`"),
+    ([{"quote": "q-one", "supports": "x" * 201}], "one line of at most 200 characters (this one has 201)"),
+    ([{"quote": "q-one", "supports": "two\nlines"}], "one line of at most 200 characters"),
+    ("q-one", "must be a list of"),
+])
+def test_evidence_items_are_quote_and_supports(tmp_path, evidence, message):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("cites", evidence=evidence))
+    kb = load_kb(str(kb_dir), use_cache=False)
+    (problem,) = kb.problems
+    assert problem.code == "KB023" and problem.path == "kb/entries/loss/cites.yaml" and message in problem.message, \
+        str(problem)
+    assert kb.entries["cites"].evidence == []
+
+
+def test_evidence_citations_load_in_order_and_unknown_keys_are_named(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    write_quotes(tmp_path, "more", [{"id": "q-two", "source": "src", "lines": [11, 11], "text": "line two",
+                                     "themes": ["x"], "author": "Someone"}])
+    write_entry(tmp_path, entry("cites", evidence=[cite("q-two", "second first"), cite("q-one", "then the first"),
+                                                  {**cite("q-one"), "suports": "typo"}]))
+    kb = load_kb(str(kb_dir), use_cache=False)
+    assert [str(p).split(": ", 1)[1] for p in kb.problems] == [
+        "KB005 evidence: unknown citation field 'suports' (did you mean 'supports'?)"]
+    e = kb.entries["cites"]
+    assert e.quote_ids == ["q-two", "q-one", "q-one"]
+    assert [c["supports"] for c in e.evidence][:2] == ["second first", "then the first"]
+    assert kb.quotes["q-two"].author == "Someone" and kb.quotes["q-one"].author is None
 
 
 def test_every_code_is_tested_and_documented():

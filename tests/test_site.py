@@ -294,6 +294,58 @@ def test_citation_links_land_on_the_cited_line(fixture_site):
     assert checked >= 2
 
 
+def test_each_cited_quote_shows_its_author_and_why_it_is_cited(fixture_site):
+    out, kb = fixture_site
+    seen = set()
+    for e in kb.entries.values():
+        body = content(page(out, f"entries/{e.id}/"))
+        blocks = body.find_all("div", class_="kb-quote")
+        assert [b.attrs["data-quote"] for b in blocks] == e.quote_ids
+        for block, cite in zip(blocks, e.evidence):
+            q, text = kb.quotes[cite["quote"]], norm(block.text())
+            src = kb.sources[q.source]
+            (why,) = block.find_all("p", class_="kb-supports")
+            assert norm(why.text()) == "Why it is cited here: " + norm(cite["supports"])
+            if src.kind == "secondary":
+                assert f"\u2014 {src.author}, retelling {src.retells['author']}'s {src.retells['title']} " \
+                       f"secondary source ({src.title})" in text, text
+                seen.add("secondary")
+            else:
+                assert f"\u2014 {src.author}, {src.title}," in text and "retelling" not in text, text
+                seen.add("primary")
+    assert seen == {"primary", "secondary"}
+
+
+def test_source_pages_show_kind_provenance_and_hash(fixture_site):
+    out, kb = fixture_site
+    rows = {}
+    for sid in kb.sources:
+        table = content(page(out, f"sources/{sid}/")).find_all("table")[0]
+        rows[sid] = {norm(r.find_all("td")[0].text()): r.find_all("td")[1] for r in table.find_all("tr")
+                     if r.find_all("td")}
+    retold = rows["retold-notes"]
+    assert norm(retold["Kind"].text()) == ("secondary: Bo Reader's retelling of Ada Example's Field notes on slow "
+                                           "training; its quotes are Bo Reader's words")
+    assert retold["Kind"].find_all("a")[0].attrs["href"] == "https://example.org/notes/slow-training"
+    (link,) = retold["Captured from"].find_all("a")
+    assert link.attrs["href"] == ("https://github.com/example-org/reading-notes/blob/"
+                                  "89abcdef0123456789abcdef0123456789abcdef/notes/field%20notes.md")
+    assert norm(link.text()) == "example-org/reading-notes@89abcdef0123:notes/field notes.md"
+    assert kb.sources["retold-notes"].sha256 in norm(retold["sha256"].text())
+    assert "Retrieved" not in retold
+    notes = rows["field-notes"]
+    assert norm(notes["Kind"].text()) == "primary: the author's own published words"
+    assert norm(notes["Retrieved"].text()) == "2026-11-20" and "Captured from" not in notes
+    assert norm(notes["sha256"].text()) == "not recorded"
+    assert norm(rows["torch-docs"]["Captured from"].text()) == "the installed package torch"
+    index = content(page(out, "sources/"))
+    assert "A secondary source is someone else's retelling" in norm(index.text())
+    kinds = {norm(r.find_all("td")[0].text()): norm(r.find_all("td")[2].text())
+             for r in index.find_all("tr") if r.find_all("td")}
+    assert kinds[kb.sources["retold-notes"].title] == "secondary (retells Ada Example)"
+    assert kinds["Field notes on slow training"] == "primary"
+
+
 def test_source_pages_number_every_line(fixture_site):
     out, kb = fixture_site
     for sid, s in kb.sources.items():
@@ -504,7 +556,7 @@ def test_shipped_kb_builds_strict_and_every_item_is_on_the_site(shipped_site):
     assert folklore == set(kb.quotes)
     for e in kb.entries.values():
         body = content(page(out, f"entries/{e.id}/"))
-        assert [b.attrs["data-quote"] for b in body.find_all("div", class_="kb-quote")] == e.evidence
+        assert [b.attrs["data-quote"] for b in body.find_all("div", class_="kb-quote")] == e.quote_ids
     for sid, s in kb.sources.items():
         with open(os.path.join(os.path.dirname(kb.root), s.path), encoding="utf-8") as fh:
             n = len(fh.read().splitlines())

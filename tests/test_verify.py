@@ -11,7 +11,7 @@ import yaml
 
 from kb_tools import cli
 from kb_tools.load import load_kb
-from kb_tools.verify import PackageTexts, normalise, quote_parts, verify_kb
+from kb_tools.verify import KINDS, PackageTexts, normalise, quote_parts, verify_kb
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "verify")
 
@@ -19,6 +19,7 @@ FRONT = textwrap.dedent("""\
     ---
     title: A field guide
     author: Someone
+    kind: primary
     url: https://example.org/guide
     published: 2020-01-01
     retrieved: 2026-11-22
@@ -57,7 +58,7 @@ def kinds(kb_dir):
     return {qid: (found[qid].kind if qid in found else None) for qid in kb.quotes}, found, report
 
 
-# The fixture (tests/fixtures/verify/guide.md) body starts at file line 9.
+# The fixture (tests/fixtures/verify/guide.md) body starts at file line 10.
 #  L10 "# Notes on training"
 #  L12-13 fox paragraph, L15-16 gradients paragraph, L18 scheduler line, L20 one-word line
 
@@ -140,7 +141,7 @@ def test_ending_at_a_sentence_or_with_an_elision_mark_is_not_truncated(tmp_path)
 
 
 def test_repeated_text_prefers_the_cited_occurrence(tmp_path):
-    body = ("\nAlways check the loss at init.\n\nfiller line\n\nAlways check the loss at init.\n")
+    body = ("Always check the loss at init.\n\nfiller line\n\nAlways check the loss at init.\n")
     quotes = [q("first", "Always check the loss at init.", [10, 10]),
               q("second", "Always check the loss at init.", [14, 14]),
               q("neither", "Always check the loss at init.", [12, 12])]
@@ -292,6 +293,111 @@ def test_fix_lines_leaves_other_defects_and_fails(tmp_path, capsys):
     assert "words-changed" in capsys.readouterr().out
 
 
+# ---------------------------------------------------------------- attribution, hashes, editorial brackets
+
+RETELLING = textwrap.dedent("""\
+    ---
+    title: Notes on a field guide
+    author: Note Keeper
+    kind: secondary
+    retells:
+      title: A field guide
+      author: Someone
+      url: https://example.org/guide
+    url: https://example.org/notes
+    published: 2021-01-01
+    retrieved: 2026-11-22
+    coverage: excerpt
+    ---
+    The guide says to recieve each batch and then check that the loss at init is near log of the classes.
+    """)  # body at L14; "recieve" is the retelling's own spelling
+
+
+@pytest.mark.parametrize("qid, source, author, kind, needle", [
+    ("unattributed", "guide", None, None, None),           # no `author`: the source's author
+    ("same-author", "guide", "Someone", None, None),
+    ("other-author", "guide", "Someone Else", "wrong-author",
+     "attributed to Someone Else, but the text of evidence/guide.md was written by Someone"),
+    ("retold-as-primary", "notes", "Someone", "wrong-author",
+     "evidence/notes.md is Note Keeper's retelling of Someone's 'A field guide' (kind: secondary): its words are "
+     "Note Keeper's"),
+    ("retelling-author", "notes", "Note Keeper", None, None),
+])
+def test_a_quote_is_attributed_to_the_author_of_its_source_text(tmp_path, qid, source, author, kind, needle):
+    text, lines = (("The quick brown fox jumps over the lazy dog.", [12, 12]) if source == "guide" else
+                   ("The guide says to recieve each batch and then check that the loss at init is near log of "
+                    "the classes.", [14, 14]))
+    extra = {"author": author} if author else {}
+    kb_dir = make_kb(tmp_path, [q(qid, text, lines, source=source, **extra)], extra_sources=[("notes", RETELLING)])
+    result, found, _ = kinds(kb_dir)
+    assert result == {qid: kind}, {k: str(v) for k, v in found.items()}
+    if needle:
+        assert needle in found[qid].message and found[qid].line == 2, str(found[qid])
+
+
+def _record_hash(path):
+    from kb_tools.load import body_sha256
+    data = path.read_bytes()
+    body_line = data.split(b"\n").index(b"---", 1) + 2
+    path.write_bytes(data.replace(b"coverage: excerpt\n", b"coverage: excerpt\nsha256: "
+                                  + body_sha256(data, body_line).encode() + b"\n", 1))
+
+
+def test_a_cache_whose_body_changed_since_capture_is_reported(tmp_path, capsys):
+    kb_dir = make_kb(tmp_path, [q("ok", "The quick brown fox jumps over the lazy dog.", [13, 13])])
+    guide = tmp_path / "evidence" / "guide.md"
+    _record_hash(guide)
+    assert cli.main(["verify", "--kb", str(kb_dir)]) == 0
+    assert "1 source hashes checked" in capsys.readouterr().out
+    data = guide.read_bytes()
+    at = data.index(b"lazy")
+    guide.write_bytes(data[:at] + b"L" + data[at + 1:])   # one byte, and the quote still verifies
+    assert cli.main(["verify", "--kb", str(kb_dir), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] == report["quotes"] == 1 and report["sources_hashed"] == 1
+    (defect,) = report["defects"]
+    assert (defect["kind"], defect["path"], defect["quote"], defect["line"]) == (
+        "cache-changed", "evidence/guide.md", "guide", 9)
+    assert "changed since it was captured" in defect["message"] and "kb evidence rehash guide" in defect["message"]
+    assert "https://example.org/guide" in defect["message"]   # where to restore it from
+    guide.write_bytes(data)
+    assert cli.main(["verify", "--kb", str(kb_dir)]) == 0
+
+
+def test_front_matter_edits_do_not_change_the_body_hash(tmp_path):
+    kb_dir = make_kb(tmp_path, [q("ok", "The quick brown fox jumps over the lazy dog.", [13, 13])])
+    guide = tmp_path / "evidence" / "guide.md"
+    _record_hash(guide)
+    guide.write_text(guide.read_text().replace("title: A field guide", "title: A field guide, second edition"))
+    assert not verify_kb(load_kb(str(kb_dir), use_cache=False)).defects
+
+
+@pytest.mark.parametrize("text, lines, kind, needle", [
+    # the source's own misspelling, marked [sic], is verbatim; silently corrected, it is a changed word
+    ("The guide says to recieve [sic] each batch and then check that the loss at init is near log of the "
+     "classes.", [14, 14], None, None),
+    ("The guide says to receive each batch and then check that the loss at init is near log of the classes.",
+     [14, 14], "words-changed", "swapped 'recieve' -> 'receive'"),
+    # editorial insertions: added words, or standing in for a few of the source's
+    ("The guide [on training] says to recieve [sic] each batch and then check that the loss at init is near "
+     "log of the classes.", [14, 14], None, None),
+    ("[The author] says to recieve [sic] each batch [...] the loss at init is near log of the classes.",
+     [14, 14], None, None),
+    ("The guide says to recieve [sic] each batch and then check that [the value] at init is near log of the classes.",
+     [14, 14], None, None),
+    ("The guide says to recieve [sic] each batch [and to verify] near log of the classes.", [14, 14],
+     "words-changed", "stands in for 9 source words"),
+    ("The guide says to recieve [sic] the loss at init is near log of the classes.", [14, 14],
+     "words-changed", "('each batch and then check that')"),
+])
+def test_sic_and_editorial_brackets_pass_silent_fixes_do_not(tmp_path, text, lines, kind, needle):
+    kb_dir = make_kb(tmp_path, [q("one", text, lines, source="notes")], extra_sources=[("notes", RETELLING)])
+    result, found, _ = kinds(kb_dir)
+    assert result == {"one": kind}, {k: str(v) for k, v in found.items()}
+    if needle:
+        assert needle in found["one"].message, str(found["one"])
+
+
 # ---------------------------------------------------------------- CLI contract
 
 def test_cli_json_report_and_exit_codes(tmp_path, capsys):
@@ -303,6 +409,12 @@ def test_cli_json_report_and_exit_codes(tmp_path, capsys):
     (defect,) = report["defects"]
     assert defect["kind"] == "wrong-lines" and defect["quote"] == "bad" and defect["found"] == [12, 12]
     assert defect["path"] == "kb/quotes/guide.yaml" and defect["line"] == 10
+
+
+def test_every_defect_kind_is_in_the_readme_table():
+    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    assert [k for k in KINDS if f"| `{k}` |" not in readme] == []
 
 
 def test_cli_usage_error_exits_2(tmp_path, capsys):

@@ -1,16 +1,19 @@
 """Every shipped quote, mutated in each way a misquote happens, must be caught with the right kind;
-every formatting-only variant must pass. Also: the shipped KB is clean, and fast to verify."""
+every formatting-only variant must pass; every cached source changed by one byte is caught as
+cache-changed. Also: the shipped KB is clean, and fast to verify."""
 from __future__ import annotations
 
 import collections
+import os
 import re
+import shutil
 import time
 
 import pytest
 
-from kb_tools.load import load_kb
+from kb_tools.load import body_offset, load_kb
 from kb_tools.model import Quote
-from kb_tools.verify import _ELISION, _ENDS_ELIDED, Context, PackageTexts, check_quote, verify_kb
+from kb_tools.verify import _ELISION, _ENDS_ELIDED, Context, PackageTexts, check_quote, check_source, verify_kb
 
 WORD = re.compile(r"\w+(?:['./\-]\w+)*")
 # a word that is in no shipped source, so a swap or insertion always changes the text
@@ -44,8 +47,16 @@ def _interior(text):
     return words, [i for i in range(len(words)) if i not in edge]
 
 
+def _other_author(quote, kb):
+    """Whom a misattribution would name: for a retelling, the retold author; else another source's author."""
+    source = kb.sources[quote.source]
+    if source.kind == "secondary" and source.retells:
+        return source.retells["author"]
+    return next(s.author for s in kb.sources.values() if s.author != source.author)
+
+
 def mutants(quote, kb):
-    """(name, expected kind or None, mutated quote) for one quote: 7 defects, 3 benign variants."""
+    """(name, expected kind or None, mutated quote) for one quote: 8 defects, 4 benign variants."""
     text = quote.text
     words, inner = _interior(text)
     pick = words[inner[len(inner) // 2]] if inner else words[len(words) // 2]
@@ -70,6 +81,7 @@ def mutants(quote, kb):
     yield "last words cut", "truncated", _clone(quote, text=body[:cut].rstrip(" ,;:-(\"'*`"))
 
     yield "source id changed", "unknown-source", _clone(quote, source=quote.source + "s")
+    yield "attributed to another author", "wrong-author", _clone(quote, author=_other_author(quote, kb))
 
     pieces = text.split(" ")
     reflowed = "".join(p + ("\n" if i % 4 == 3 else "   ") for i, p in enumerate(pieces)).strip()
@@ -77,6 +89,7 @@ def mutants(quote, kb):
     curly = re.sub(r'"([^"]*)"', "\u201c\\1\u201d", text.replace("'", "\u2019").replace("...", "\u2026"))
     yield "curly quotes, ellipsis character", None, _clone(quote, text=curly)
     yield "emphasis", None, _clone(quote, text=text[:pick.start()] + "**" + pick.group(0) + "**" + text[pick.end():])
+    yield "editorial insertion", None, _clone(quote, text=text[:pick.start()] + "[emphasis added] " + text[pick.start():])
 
 
 def test_every_mutant_is_caught_with_its_kind(shipped, capsys):
@@ -103,6 +116,38 @@ def test_every_mutant_is_caught_with_its_kind(shipped, capsys):
     for (name, _, _), count in counts.items():
         per_name[name.replace("object changed", "line range shifted")] += count
     assert set(per_name.values()) == {n}, per_name  # every quote got every mutant
+
+
+def _one_byte_changed(data: bytes, start: int) -> bytes:
+    """`data` with one ASCII letter of its body (from byte `start`) replaced by another."""
+    mid = start + (len(data) - start) // 2
+    at = next(i for i in list(range(mid, len(data))) + list(range(start, mid)) if chr(data[i]).isalpha()
+              and data[i] < 128)
+    return data[:at] + (b"q" if data[at] != ord("q") else b"z") + data[at + 1:]
+
+
+def test_every_cached_source_changed_by_one_byte_is_caught(shipped, tmp_path, capsys):
+    kb, _ = shipped
+    base = tmp_path / "copy"
+    shutil.copytree(kb.root, base / "kb")
+    shutil.copytree(os.path.join(os.path.dirname(kb.root), "evidence"), base / "evidence")
+    copy = load_kb(str(base / "kb"), use_cache=False)
+    ctx = Context(copy, PackageTexts(None))
+    caught, misses = 0, []
+    for source in copy.sources.values():
+        path = base / source.path
+        data = path.read_bytes()
+        assert check_source(source, ctx) is None, source.id   # clean before
+        path.write_bytes(_one_byte_changed(data, body_offset(data, source.body_line)))
+        found = check_source(source, Context(copy, PackageTexts(None)))
+        path.write_bytes(data)
+        if found is not None and found.kind == "cache-changed" and found.path == source.path:
+            caught += 1
+        else:
+            misses.append(f"{source.id}: {found}")
+    with capsys.disabled():
+        print(f"\none-byte cache mutations: {caught} of {len(copy.sources)} sources caught as cache-changed")
+    assert not misses, misses
 
 
 def test_shipped_kb_is_clean_and_verifies_in_under_a_second(shipped, tmp_path, monkeypatch, capsys):
@@ -135,3 +180,6 @@ def test_shipped_kb_has_enough_quotes_and_sources(shipped):
         source = kb.sources[quote.source]
         assert bool(quote.object) == bool(source.package), quote.id  # packages by object, files by lines
         assert quote.themes, quote.id
+    for source in kb.sources.values():  # each capture can be re-checked: a recorded hash, re-fetchable provenance
+        assert source.sha256, f"{source.path} records no sha256"
+        assert source.repo or source.package or source.retrieved, source.path
