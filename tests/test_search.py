@@ -96,3 +96,31 @@ def test_bad_queries_file_is_a_kb_error(tmp_path, text):
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(KBError, match="q.yaml"):
         load_queries(str(path))
+
+
+REAL = os.path.join(os.path.dirname(__file__), "real_reports")
+
+
+def test_real_report_splits_are_by_thread_and_reproducible():
+    import hashlib
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
+    from split_reports import side, thread_key
+    dev, test = (load_queries(os.path.join(REAL, f"{name}.yaml")) for name in ("dev", "test"))
+    assert len(dev) + len(test) >= 200
+    assert not {thread_key(q["source"]) for q in dev} & {thread_key(q["source"]) for q in test}
+    assert all(side(q["source"]) == "dev" for q in dev) and all(side(q["source"]) == "test" for q in test)
+    assert not {i for q in dev + test for i in q["expect"]} - set(KB.entries)
+    with open(os.path.join(REAL, "test.yaml"), "rb") as fh:  # frozen: never tuned on, only reported
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    with open(os.path.join(REAL, "test.sha256"), encoding="utf-8") as fh:
+        assert digest == fh.read().strip()
+
+
+def test_real_report_dev_split_stays_above_its_floor():
+    """The split the fusion was set on: a guard against changes that lose what it gained."""
+    report = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")))
+    lexical = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")),
+                       lambda q, k: [h.id for h in search(INDEX, q, k, dense=False)])
+    assert report["hit@3"] >= 0.70 and report["mrr"] >= 0.64, report["misses"][:5]
+    assert report["mrr"] > lexical["mrr"]
