@@ -102,8 +102,11 @@ def served(request, tmp_path_factory):
 
 
 def _wait(driver, condition, timeout=30, message=""):
+    """Poll `condition`; the results list is re-rendered as typing pauses, so a stale element means retry."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition, message)
+    return WebDriverWait(driver, timeout, poll_frequency=0.2,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(condition, message)
 
 
 def _no_injected_script(driver):
@@ -135,9 +138,15 @@ def test_search_entry_snippet_and_citation(driver, served):
                 return link
         return False
 
-    link = _wait(driver, fitting_result, message=f"no search result among {sorted(fitting)} for 'loss flat'")
-    entry_id = re.search(r"/entries/([a-z0-9-]+)/", link.get_attribute("href")).group(1)
-    link.click()
+    def click_fitting_result(d):
+        link = fitting_result(d)
+        if not link:
+            return False
+        found = re.search(r"/entries/([a-z0-9-]+)/", link.get_attribute("href")).group(1)
+        link.click()  # a list re-rendered in between makes this stale: _wait finds the link again
+        return found
+
+    entry_id = _wait(driver, click_fitting_result, message=f"no search result among {sorted(fitting)} for 'loss flat'")
     _wait(driver, lambda d: f"/entries/{entry_id}/" in d.current_url, message="the result did not open the entry")
 
     # the entry page: its snippet, in a code block with material's copy button
