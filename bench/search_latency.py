@@ -74,7 +74,7 @@ def generate_kb(src_kb: str, dest: str, count: int) -> str:
         e = shipped[n % len(shipped)]
         eid = e.id if n < len(shipped) else f"{e.id}-v{n}"
         data = {k: v for k, v in e.to_dict().items()
-                if k not in ("path", "lines", "snippet_line") and v is not None}
+                if k not in ("path", "lines", "snippet_line") and v is not None and v != {}}
         data.update(id=eid, aliases=[], see_also=[], evidence=[],
                     symptoms=[s + " " + " ".join(rng.sample(words, 3)) for s in e.symptoms])
         path = os.path.join(kb_dir, "entries", e.area, f"{eid}.yaml")
