@@ -13,7 +13,7 @@ import sys
 
 from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, Entry, Problem, Quote, Source
 
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 
 # Stable problem codes, one sentence each (listed in CONTRIBUTING.md; a test keeps both in step).
 CODES = {
@@ -165,35 +165,117 @@ def _caching() -> bool:
 
 
 def _read_cache(path: str, key):
-    """The value stored under `key`, or None when absent, unreadable or stale."""
+    """The value stored under `key`, or None when absent, damaged or stale."""
     import marshal
+    data = read_sealed(path)
+    if data is None:
+        return None
     try:
-        with open(path, "rb") as fh:
-            stored_key, value = marshal.loads(fh.read())  # loads(read()) is far faster than load(fh)
+        stored_key, value = marshal.loads(data)
         return value if stored_key == key else None
-    except (OSError, EOFError, ValueError, TypeError):
+    except (EOFError, ValueError, TypeError):
         return None
 
 
 def _write_cache(path: str, key, value) -> None:
     import marshal
-    _write_bytes(path, marshal.dumps((key, value)))
+    try:
+        data = marshal.dumps((key, value))
+    except ValueError:  # a value marshal cannot hold: no cache, never a failed command
+        return
+    _write_bytes(path, seal(data))
 
 
-def write_atomic(path: str, data) -> None:
+# A cache file is: magic, payload length, crc32 of the payload, payload. The checksum is of
+# what was written and is checked on every read, so a truncated, overwritten or bit-flipped
+# cache is rebuilt instead of trusted (crc32, not a cryptographic hash: the cache guards
+# against damage, and anyone who can write the cache folder can also write the KB).
+_SEAL_MAGIC = b"KBS1"
+_SEAL_HEAD = len(_SEAL_MAGIC) + 12
+MAX_CACHE_BYTES = 1 << 30
+
+
+def seal(payload: bytes) -> bytes:
+    """`payload` framed with its length and checksum, for read_sealed."""
+    import zlib
+    return b"".join([_SEAL_MAGIC, len(payload).to_bytes(8, "little"),
+                     zlib.crc32(payload).to_bytes(4, "little"), payload])
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file at `path`, at most `limit` of them.
+
+    Opened without blocking and checked with fstat before reading, so a FIFO,
+    a device such as /dev/zero or a folder raises OSError instead of hanging or
+    filling memory; a file larger than `limit` raises ValueError.
+    """
+    import stat
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"not a regular file: {path}")
+        if st.st_size > limit:
+            raise ValueError(f"{st.st_size} bytes, more than the limit of {limit}")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, max(st.st_size + 1, 65536)))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise ValueError(f"more than the limit of {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_sealed(path: str, prefix: bytes = b""):
+    """The payload of a file written as `seal(payload)`, or None when the file is missing,
+    not a regular file, too large, or does not hold exactly what was written. When
+    `prefix` is given, a payload that does not start with it is None before any checksum."""
+    import zlib
+    try:
+        data = read_regular(path, MAX_CACHE_BYTES)
+    except (OSError, ValueError):
+        return None
+    if len(data) < _SEAL_HEAD or data[:len(_SEAL_MAGIC)] != _SEAL_MAGIC:
+        return None
+    if int.from_bytes(data[4:12], "little") != len(data) - _SEAL_HEAD:
+        return None
+    payload = memoryview(data)[_SEAL_HEAD:]
+    if payload[:len(prefix)] != prefix:
+        return None  # stale: skip the checksum
+    if zlib.crc32(payload) != int.from_bytes(data[12:16], "little"):
+        return None
+    return payload
+
+
+def write_atomic(path: str, data, exclusive: bool = False) -> None:
     """Replace `path` with `data` (str, written as UTF-8, or bytes): readers see the old file or
-    the new one, never half of one. An existing file keeps its permissions. Raises OSError."""
+    the new one, never half of one. An existing file keeps its permissions. Raises OSError.
+    With `exclusive`, `path` must not exist yet (FileExistsError otherwise): of two writers
+    racing to create it, exactly one succeeds, and the file appears complete."""
     if isinstance(data, str):
         data = data.encode("utf-8")
-    tmp = f"{path}.{os.getpid()}.tmp"
+    # A fresh name, created exclusively: two writers (threads or processes) never share a
+    # temporary file, and a link or FIFO planted at that name is never followed.
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
-        with open(tmp, "wb") as fh:
+        with open(fd, "wb") as fh:
             fh.write(data)
         try:
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         except OSError:
             pass  # a new file: the default permissions
-        os.replace(tmp, path)
+        if exclusive:
+            os.link(tmp, path)  # fails if `path` exists, atomically
+            os.remove(tmp)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.remove(tmp)
@@ -222,7 +304,7 @@ def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
     if data is not None:
         try:
             return _from_plain(root, data)
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, ValueError):
             pass  # written by an older layout: rebuild
     kb = _parse(root, evidence_dir(root))
     _write_cache(path, signature, _to_plain(kb))
@@ -233,8 +315,8 @@ class Table:
     """A header plus records that are decoded only when asked for.
 
     A large KB's search index is mostly postings and symptom lines that one
-    query never touches; keeping each record as its own marshal blob in a
-    memory-mapped file makes opening the index cost the header alone.
+    query never touches; keeping each record as its own marshal blob makes
+    opening the index cost one read, one checksum and the header alone.
     """
 
     __slots__ = ("header", "_records", "_blob", "_offsets")
@@ -252,7 +334,7 @@ class Table:
         return marshal.loads(self._blob[span[0]:span[1]])
 
 
-_TABLE_MAGIC = b"KBT1"
+_TABLE_MAGIC = b"KBT2"
 
 
 def cached_table(kb_root: str | None, name: str, version: int, build) -> Table:
@@ -261,8 +343,9 @@ def cached_table(kb_root: str | None, name: str, version: int, build) -> Table:
     For data derived from the whole KB (the search index) that a command needs
     without the KB itself: on a hit the KB is not even loaded. `build(kb)`
     returns (header, records), both plain and marshal-able.
-    The file is: magic, key length, key, header length, header, record blobs;
-    the key (the files' signature) is compared as bytes, never decoded.
+    The file is seal(magic, key length, key, header length, header, record
+    blobs); the key (the files' signature) is compared as bytes, never decoded,
+    and the checksum is checked before anything is decoded.
     """
     import marshal
     root = find_kb_root(kb_root)
@@ -279,37 +362,40 @@ def cached_table(kb_root: str | None, name: str, version: int, build) -> Table:
 
 
 def _open_table(path: str, key: bytes) -> Table | None:
+    """The table in `path` if it was written for `key` and is intact, else None.
+
+    Read into memory, not mapped: a mapped file that another process truncates
+    kills the reader with SIGBUS, and the checksum has to read every byte anyway.
+    """
     import marshal
-    import mmap
+    prefix = _TABLE_MAGIC + len(key).to_bytes(8, "little") + key
+    blob = read_sealed(path, prefix)
+    if blob is None:
+        return None
     try:
-        with open(path, "rb") as fh:
-            blob = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        at = len(_TABLE_MAGIC)
-        if blob[:at] != _TABLE_MAGIC:
-            return None
-        key_len = int.from_bytes(blob[at:at + 8], "little")
-        if blob[at + 8:at + 8 + key_len] != key:
-            return None
-        at += 8 + key_len
+        at = len(prefix)
         head_len = int.from_bytes(blob[at:at + 8], "little")
         header, offsets = marshal.loads(blob[at + 8:at + 8 + head_len])
         base = at + 8 + head_len
-        return Table(header, blob=memoryview(blob)[base:], offsets=offsets)
-    except (OSError, ValueError, EOFError, TypeError):
+        return Table(header, blob=blob[base:], offsets=offsets)
+    except (ValueError, EOFError, TypeError):
         return None
 
 
 def _write_table(path: str, key: bytes, header: dict, records: dict) -> None:
     import marshal
     chunks, offsets, at = [], {}, 0
-    for record_key, value in records.items():
-        data = marshal.dumps(value)
-        offsets[record_key] = (at, at + len(data))
-        chunks.append(data)
-        at += len(data)
-    head = marshal.dumps((header, offsets))
-    _write_bytes(path, b"".join([_TABLE_MAGIC, len(key).to_bytes(8, "little"), key,
-                                 len(head).to_bytes(8, "little"), head, *chunks]))
+    try:
+        for record_key, value in records.items():
+            data = marshal.dumps(value)
+            offsets[record_key] = (at, at + len(data))
+            chunks.append(data)
+            at += len(data)
+        head = marshal.dumps((header, offsets))
+    except ValueError:  # not marshal-able: serve from memory, cache nothing
+        return
+    _write_bytes(path, seal(b"".join([_TABLE_MAGIC, len(key).to_bytes(8, "little"), key,
+                                      len(head).to_bytes(8, "little"), head, *chunks])))
 
 
 def _to_plain(kb: KB) -> dict:
