@@ -247,6 +247,7 @@ def cmd_verify(args) -> int:
         fixed = fix_lines(kb, report)
         kb = _load(args, require_clean=False)
         report = verify_kb(kb)
+        broken = [p for p in kb.problems if "/entries/" not in "/" + p.path.replace(os.sep, "/")]
     ok = report.ok(args.strict) and not broken
     if args.json:
         out = report.to_dict(args.strict)

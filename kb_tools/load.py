@@ -17,18 +17,18 @@ CACHE_FORMAT = 5
 
 # Stable problem codes, one sentence each (listed in CONTRIBUTING.md; a test keeps both in step).
 CODES = {
-    "KB001": "The file is not valid YAML.",
+    "KB001": "The file is not valid YAML (a duplicate key included), or cannot be read: not a regular file, too large, not UTF-8.",
     "KB002": "The file's top level has the wrong shape (an entry is a mapping; a quote file maps `quotes` to a list).",
     "KB003": "A required field is missing.",
-    "KB004": "A field has the wrong type or is empty.",
+    "KB004": "A field has the wrong type, is empty or is too long.",
     "KB005": "A field name is not part of the schema (often a typo).",
     "KB006": "An entry's `id` differs from its file name.",
     "KB007": "Two entries or two quotes share an id.",
     "KB008": "A field holds a value outside its allowed set (area, snippet_kind, launch, coverage).",
     "KB009": "An entry sits in a folder other than its `area`.",
-    "KB010": "`see_also` names an entry that does not exist.",
+    "KB010": "`see_also` names an entry that does not exist, or the entry itself.",
     "KB011": "`evidence` names a quote that does not exist.",
-    "KB012": "An alias is used by two entries, or equals another entry's id.",
+    "KB012": "An alias is used by two entries, equals an entry's id (its own included), or is listed twice.",
     "KB013": "An entry lists fewer than three symptoms.",
     "KB014": "A quote names a source that has no file under evidence/.",
     "KB015": "A quote's citation is malformed: `lines` must be [first, last] within the file, or `object` a dotted path, not both.",
@@ -38,6 +38,9 @@ CODES = {
     "KB019": "`synonyms.yaml` is not a mapping of `groups` to lists of two or more words or phrases.",
 }
 SYNONYMS_FILE = "synonyms.yaml"
+# Size caps: a KB file, one text field, one list item (a symptom, a tag), a snippet.
+MAX_FILE_BYTES = 4 << 20
+MAX_TEXT_CHARS, MAX_ITEM_CHARS, MAX_SNIPPET_CHARS = 20_000, 2_000, 200_000
 
 _KEBAB_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
@@ -104,26 +107,48 @@ def kb_folders(root: str) -> tuple:
             (evidence_dir(root), EVIDENCE_FILES))
 
 
-def _files(top: str, suffixes: tuple) -> list:
+def _files(top: str, suffixes: tuple, skipped: list | None = None) -> list:
     """Paths of the files under `top` with one of `suffixes`, sorted, hidden ones skipped."""
-    return [entry.path for entry in _scan(top, suffixes)]
+    return [entry.path for entry in _scan(top, suffixes, skipped=skipped)]
 
 
-def _scan(top: str, suffixes: tuple, found: list | None = None) -> list:
-    """os.DirEntry objects, depth first in name order (scandir: no Python-level path joins)."""
+def _scan(top: str, suffixes: tuple, found: list | None = None, skipped: list | None = None) -> list:
+    """os.DirEntry objects, depth first in name order (scandir: no Python-level path joins).
+
+    Only regular files (or links to them) are returned and only real folders are
+    entered: a symlinked folder (a loop, a link to /) is not followed, and a FIFO or
+    device is never opened. What is passed over, and folders that cannot be read,
+    go to `skipped` as (path, reason) when a list is given.
+    """
     found = [] if found is None else found
     try:
         with os.scandir(top) as it:
             entries = sorted(it, key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         return found
+    except OSError as exc:
+        if skipped is not None:
+            skipped.append((top, f"cannot read the folder: {exc.strerror or exc}"))
+        return found
     for entry in entries:
         if entry.name.startswith("."):
             continue
-        if entry.is_dir():
-            _scan(entry.path, suffixes, found)
-        elif entry.name.endswith(suffixes):
-            found.append(entry)
+        try:
+            is_dir = entry.is_dir()
+            if is_dir and entry.is_symlink():
+                if skipped is not None:
+                    skipped.append((entry.path, "a symlinked folder is not followed (move the files in)"))
+                continue
+            if is_dir:
+                _scan(entry.path, suffixes, found, skipped)
+            elif entry.name.endswith(suffixes):
+                if entry.is_file():
+                    found.append(entry)
+                elif skipped is not None:
+                    skipped.append((entry.path, "cannot read: not a regular file (a dangling link, a link loop, a FIFO or a device)"))
+        except OSError as exc:
+            if skipped is not None:
+                skipped.append((entry.path, f"cannot read: {exc.strerror or exc}"))
     return found
 
 
@@ -428,6 +453,16 @@ def _line_loader():
 
     class LineLoader(base):
         def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode) and not any(k.tag == "tag:yaml.org,2002:merge"
+                                                              for k, _ in node.value):
+                seen = {}
+                for key_node, _ in node.value:
+                    if isinstance(key_node, yaml.ScalarNode):
+                        if key_node.value in seen:
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f"duplicate key '{key_node.value[:80]}' (first on line "
+                                f"{seen[key_node.value]})", key_node.start_mark)
+                        seen[key_node.value] = key_node.start_mark.line + 1
             mapping = super().construct_mapping(node, deep=deep)
             lines, items, blocks = {}, {}, {}
             for key_node, value_node in node.value:
@@ -454,6 +489,8 @@ class _Collector:
     def __init__(self, base: str):
         self.base = base
         self.problems = []
+        self.skipped = []  # (path, reason) of what the folder scans passed over
+        self.line_counts = {}  # source id -> lines in its file, for checking `lines`
 
     def rel(self, path: str) -> str:
         return os.path.relpath(path, self.base)
@@ -462,8 +499,15 @@ class _Collector:
         self.problems.append(Problem(path=path, line=line, code=code, field=field, message=message))
 
 
-def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str) -> None:
-    """Required, typed and known fields, against a spec of ENTRY/QUOTE/SOURCE_FIELDS."""
+def _shown(value) -> str:
+    """A field's value for a message: text (cut short), else only its type."""
+    return value[:60] if isinstance(value, str) else f"a {type(value).__name__}"
+
+
+def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str) -> set:
+    """Required, typed, known and size-capped fields, against a spec of ENTRY/QUOTE/SOURCE_FIELDS.
+    Returns the names of the fields that failed, so no invalid value reaches the KB."""
+    bad = set()
     lines = data.get("__lines__", {})
     at = lambda f: lines.get(f, data.get("__line__", 1))  # noqa: E731
     for field, value in data.items():
@@ -476,43 +520,66 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
             col.add(path, at(field), "KB005", field, f"unknown {kind} field{_suggest(field, spec)}")
             continue
         expected = spec[field][0]
+        bad.add(field)
+        cap = MAX_SNIPPET_CHARS if field == "snippet" else MAX_TEXT_CHARS
         if value is None:
             col.add(path, at(field), "KB004", field, "is empty")
         elif expected == "str" and not (isinstance(value, str) and value.strip()):
             col.add(path, at(field), "KB004", field, f"must be non-empty text, got {type(value).__name__}")
         elif expected == "list" and not (isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)):
             col.add(path, at(field), "KB004", field, "must be a list of non-empty strings")
+        elif expected == "str" and len(value) > cap:
+            col.add(path, at(field), "KB004", field, f"is too long ({len(value)} characters; at most {cap})")
+        elif expected == "list" and any(len(v) > MAX_ITEM_CHARS for v in value):
+            col.add(path, at(field), "KB004", field, f"has an item over {MAX_ITEM_CHARS} characters")
         elif expected == "bool" and not isinstance(value, bool):
             col.add(path, at(field), "KB004", field, "must be true or false")
-        elif isinstance(expected, tuple) and value not in expected:
+        elif isinstance(expected, tuple) and not (isinstance(value, str) and value in expected):
+            hint = _suggest(value, expected) if isinstance(value, str) else ""
             col.add(path, at(field), "KB008", field,
-                    f"'{value}' is not one of: {', '.join(expected)}{_suggest(str(value), expected)}")
+                    f"'{_shown(value)}' is not one of: {', '.join(expected)}{hint}")
+        else:
+            bad.discard(field)
     for field, (_, required) in spec.items():
         if required and field not in data:
             col.add(path, data.get("__line__", 1), "KB003", field, f"missing required {kind} field")
+    return bad
+
+
+def read_kb_text(path: str) -> str:
+    """A KB file's text: a regular file of at most MAX_FILE_BYTES, in UTF-8.
+    Raises OSError, ValueError (too large) or UnicodeDecodeError."""
+    return read_regular(path, MAX_FILE_BYTES).decode("utf-8")
 
 
 def _read_yaml(path, col, yaml, loader):
     rel = col.rel(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=loader)
+        return yaml.load(read_kb_text(path), Loader=loader)
+    except RecursionError:
+        col.add(rel, 1, "KB001", "", "invalid YAML: nested too deeply")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         col.add(rel, mark.line + 1 if mark else 1, "KB001", "", f"invalid YAML: {reason}")
-    except (OSError, UnicodeDecodeError) as exc:
-        col.add(rel, 0, "KB001", "", f"cannot read: {exc}")
+    except UnicodeDecodeError as exc:
+        col.add(rel, 0, "KB001", "", f"cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except ValueError as exc:
+        col.add(rel, 0, "KB001", "", f"file too large: {exc}")
+    except OSError as exc:
+        col.add(rel, 0, "KB001", "", f"cannot read: {exc.strerror or exc}")
     return None
 
 
 def _parse(root: str, ev_dir: str) -> KB:
     yaml, loader = _line_loader()
     col = _Collector(os.path.dirname(root))
-    sources = _parse_sources(ev_dir, col, yaml)
+    sources = _parse_sources(ev_dir, col, yaml, loader)
     quotes = _parse_quotes(root, sources, col, yaml, loader)
     entries = _parse_entries(root, quotes, col, yaml, loader)
     synonyms = _parse_synonyms(os.path.join(root, SYNONYMS_FILE), col, yaml, loader)
+    for path, reason in col.skipped:
+        col.add(col.rel(path), 0, "KB001", "", reason)
     return KB(root, entries, quotes, sources, col.problems, synonyms)
 
 
@@ -534,23 +601,27 @@ def _parse_synonyms(path, col, yaml, loader) -> list:
     return good
 
 
-def _parse_sources(ev_dir, col, yaml) -> dict:
+def _parse_sources(ev_dir, col, yaml, loader) -> dict:
     sources = {}
-    for path in _files(ev_dir, EVIDENCE_FILES):
+    for path in _files(ev_dir, EVIDENCE_FILES, col.skipped):
         rel = col.rel(path)
         sid = os.path.splitext(os.path.basename(path))[0]
         try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                head = [fh.readline() for _ in range(60)]
-        except OSError as exc:
-            col.add(rel, 0, "KB001", "", f"cannot read: {exc.strerror}")
+            text = read_regular(path, MAX_FILE_BYTES).decode("utf-8", errors="replace")
+        except ValueError as exc:
+            col.add(rel, 0, "KB001", "", f"file too large: {exc}")
             continue
+        except OSError as exc:
+            col.add(rel, 0, "KB001", "", f"cannot read: {exc.strerror or exc}")
+            continue
+        head = text.splitlines(keepends=True)[:60]
+        col.line_counts[sid] = len(text.splitlines())
         end = next((i for i, line in enumerate(head[1:], 1) if line.rstrip() == "---"), None)
         if not head or head[0].rstrip() != "---" or end is None:
             col.add(rel, 1, "KB016", "", "no front matter (a `---` block with title, author, url, ...)")
             continue
         try:
-            meta = yaml.safe_load("".join(head[1:end])) or {}
+            meta = yaml.load("".join(head[1:end]), Loader=loader) or {}
         except yaml.YAMLError as exc:
             col.add(rel, 1, "KB001", "", f"invalid YAML in front matter: {getattr(exc, 'problem', exc)}")
             continue
@@ -558,15 +629,15 @@ def _parse_sources(ev_dir, col, yaml) -> dict:
             col.add(rel, 1, "KB002", "", "front matter must be a mapping")
             continue
         meta = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in meta.items()}
-        _check_fields(meta, SOURCE_FIELDS, rel, col, "source")
-        fields = {k: meta.get(k) for k in SOURCE_FIELDS}
+        bad = _check_fields(meta, SOURCE_FIELDS, rel, col, "source")
+        fields = {k: None if k in bad else meta.get(k) for k in SOURCE_FIELDS}
         sources[sid] = Source(id=sid, path=rel, body_line=end + 2, **fields)
     return sources
 
 
 def _parse_quotes(root, sources, col, yaml, loader) -> dict:
     quotes = {}
-    for path in _files(os.path.join(root, "quotes"), YAML_FILES):
+    for path in _files(os.path.join(root, "quotes"), YAML_FILES, col.skipped):
         rel = col.rel(path)
         data = _read_yaml(path, col, yaml, loader)
         if data is None:
@@ -579,7 +650,7 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
                 col.add(rel, 1, "KB002", "quotes", "each quote must be a mapping")
                 continue
             line = item["__line__"]
-            _check_fields(item, QUOTE_FIELDS, rel, col, "quote")
+            bad = _check_fields(item, QUOTE_FIELDS, rel, col, "quote")
             qid = item.get("id")
             if not isinstance(qid, str):
                 continue
@@ -588,31 +659,40 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
             if qid in quotes:
                 col.add(rel, line, "KB007", "id", f"duplicate quote id '{qid}' (first in {quotes[qid].path}:{quotes[qid].line})")
                 continue
-            src = item.get("source")
+            src = item.get("source") if "source" not in bad else None
             if isinstance(src, str) and src not in sources:
                 col.add(rel, item["__lines__"].get("source", line), "KB014", "source",
                         f"unknown source '{src}'{_suggest(src, sources)}")
             lines, obj = item.get("lines"), item.get("object")
             if isinstance(lines, int) and not isinstance(lines, bool):
                 lines = [lines, lines]
-            if (lines is None) == (obj is None):
+            obj = obj if "object" not in bad else None
+            if (lines is None) == (obj is None) and "object" not in bad:
                 col.add(rel, line, "KB015", "lines", "give exactly one of `lines: [first, last]` or `object: dotted.path`")
             elif lines is not None and not (
-                    isinstance(lines, list) and len(lines) == 2 and all(isinstance(n, int) for n in lines)
+                    isinstance(lines, list) and len(lines) == 2
+                    and all(isinstance(n, int) and not isinstance(n, bool) for n in lines)
                     and 1 <= lines[0] <= lines[1]):
                 col.add(rel, item["__lines__"].get("lines", line), "KB015", "lines",
+                        f"must be [first, last] with 1 <= first <= last, got {_shown(lines)}"
+                        if not isinstance(lines, list) or len(repr(lines)) > 60 else
                         f"must be [first, last] with 1 <= first <= last, got {lines!r}")
                 lines = None
+            elif lines is not None and src in col.line_counts and lines[1] > col.line_counts[src]:
+                col.add(rel, item["__lines__"].get("lines", line), "KB015", "lines",
+                        f"[{lines[0]}, {lines[1]}] goes past the end of evidence for '{src}' "
+                        f"({col.line_counts[src]} lines)")  # kept: `kb verify --fix-lines` can fix it
             quotes[qid] = Quote(
-                id=qid, text=item.get("text"), source=src, lines=lines, object=obj,
-                themes=item.get("themes") or [], short=bool(item.get("short")), path=rel, line=line)
+                id=qid, text=None if "text" in bad else item.get("text"), source=src, lines=lines,
+                object=obj, themes=[] if "themes" in bad else item.get("themes") or [],
+                short=item.get("short") is True, path=rel, line=line)
     return quotes
 
 
 def _parse_entries(root, quotes, col, yaml, loader) -> dict:
     entries = {}
     entries_dir = os.path.join(root, "entries")
-    for path in _files(entries_dir, YAML_FILES):
+    for path in _files(entries_dir, YAML_FILES, col.skipped):
         rel = col.rel(path)
         data = _read_yaml(path, col, yaml, loader)
         if data is None:
@@ -623,7 +703,7 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             col.add(rel, 1, "KB002", "", "an entry must be a mapping of fields")
             continue
         lines = data["__lines__"]
-        _check_fields(data, ENTRY_FIELDS, rel, col, "entry")
+        bad = _check_fields(data, ENTRY_FIELDS, rel, col, "entry")
         stem = os.path.splitext(os.path.basename(path))[0]
         eid = data.get("id")
         if isinstance(eid, str):
@@ -645,15 +725,17 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
         if data.get("snippet_kind") == "diagnostic" and not data.get("snippet_note"):
             col.add(rel, lines.get("snippet_kind", 1), "KB018", "snippet_note",
                     "a diagnostic snippet must say why the bug itself is not reproduced")
-        listed = lambda f: [v for v in (data.get(f) or []) if isinstance(v, str)] if isinstance(data.get(f), list) else []  # noqa: E731
+        # validated first: a field that failed its check is left out, never indexed or cached
+        listed = lambda f: [v for v in (data.get(f) or []) if isinstance(v, str)] if isinstance(data.get(f), list) and f not in bad else []  # noqa: E731
+        text = lambda f: None if f in bad else data.get(f)  # noqa: E731
         entries[eid] = Entry(
-            id=eid, title=data.get("title"), area=area, tags=listed("tags"),
-            aliases=listed("aliases"), symptoms=listed("symptoms"), cause=data.get("cause"),
-            fix=data.get("fix"), check=data.get("check"), caveats=data.get("caveats"),
-            correction=data.get("correction"), see_also=listed("see_also"),
-            evidence=listed("evidence"), snippet_kind=data.get("snippet_kind"),
-            snippet_note=data.get("snippet_note"), launch=data.get("launch") or "python",
-            snippet=data.get("snippet") if isinstance(data.get("snippet"), str) else "",
+            id=eid, title=text("title"), area=text("area"), tags=listed("tags"),
+            aliases=listed("aliases"), symptoms=listed("symptoms"), cause=text("cause"),
+            fix=text("fix"), check=text("check"), caveats=text("caveats"),
+            correction=text("correction"), see_also=listed("see_also"),
+            evidence=listed("evidence"), snippet_kind=text("snippet_kind"),
+            snippet_note=text("snippet_note"), launch=text("launch") or "python",
+            snippet=text("snippet") or "",
             path=rel, lines={k: v for k, v in lines.items()},
             snippet_line=data["__blocks__"].get("snippet", lines.get("snippet", 1)),
         )
@@ -672,10 +754,18 @@ def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
             for ref, line in zip(getattr(e, field), items.get(field, [])):
                 if ref not in known:
                     col.add(e.path, line, code, field, f"unknown {what} '{ref}'{_suggest(ref, known)}")
+                elif field == "see_also" and ref == e.id:
+                    col.add(e.path, line, code, field, f"'{ref}' is this entry itself")
+        own = set()
         for alias, line in zip(e.aliases, items.get("aliases", [])):
             key = alias.lower()
-            if key in entries and key != e.id:
+            if key == e.id:
+                col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is this entry's own id")
+            elif key in own:
+                col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is listed twice (case is ignored)")
+            elif key in entries:
                 col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is the id of another entry")
             elif key in owner and owner[key] != e.id:
                 col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is also used by '{owner[key]}'")
+            own.add(key)
             owner.setdefault(key, e.id)
