@@ -244,7 +244,10 @@ def cmd_verify(args) -> int:
     report = verify_kb(kb)
     fixed = []
     if args.fix_lines and any(d.kind == "wrong-lines" for d in report.defects):
-        fixed = fix_lines(kb, report)
+        refused = []
+        fixed = fix_lines(kb, report, refused)
+        for rel, reason in refused:
+            print(f"kb: did not fix lines in {rel}: {reason}", file=sys.stderr)
         kb = _load(args, require_clean=False)
         report = verify_kb(kb)
         broken = [p for p in kb.problems if "/entries/" not in "/" + p.path.replace(os.sep, "/")]
