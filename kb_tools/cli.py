@@ -171,9 +171,11 @@ def cmd_eval(args) -> int:
     """Score the search ranking on labelled queries: hit@1, hit@3, MRR, and each miss."""
     from .load import KBError
     from .search import build_index, evaluate, load_queries
-    path = args.queries or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                        "tests", "queries.yaml")
     kb = _load(args)
+    path = args.queries or os.path.join(os.path.dirname(kb.root), "tests", "queries.yaml")
+    if not args.queries and not os.path.isfile(path):
+        raise Failure(f"no labelled queries at {path} (they ship with a checkout, not with the package): "
+                      f"pass a file, `kb eval QUERIES.yaml`")
     try:
         queries = load_queries(path)
     except KBError as exc:
@@ -244,6 +246,10 @@ def cmd_verify(args) -> int:
     report = verify_kb(kb)
     fixed = []
     if args.fix_lines and any(d.kind == "wrong-lines" for d in report.defects):
+        from .load import bundled_kb
+        if bundled_kb(kb.root):
+            raise Failure(f"{kb.root}: the copy of the KB installed with the package is never written; "
+                          f"run kb from a checkout or pass --kb DIR")
         refused = []
         fixed = fix_lines(kb, report, refused)
         for rel, reason in refused:
@@ -276,11 +282,14 @@ def cmd_verify(args) -> int:
 def cmd_evidence_add(args) -> int:
     """Cache a web page or local file as a source under evidence/, with provenance."""
     from .evidence import EvidenceError, EvidenceUsage, add_evidence
-    from .load import KBError, evidence_dir, find_kb_root
+    from .load import KBError, bundled_kb, evidence_dir, find_kb_root
     try:
         root = find_kb_root(args.kb)
     except KBError as exc:
         raise Failure(str(exc)) from None
+    if bundled_kb(root):
+        raise Failure(f"{root}: the copy of the KB installed with the package is never written; "
+                      f"run kb from a checkout or pass --kb DIR")
     try:
         result = add_evidence(args.target, args.id, evidence_dir(root), title=args.title, author=args.author,
                               published=args.published, url=args.url, coverage=args.coverage,
@@ -513,10 +522,16 @@ def quick_search_args(argv):
 
 
 def main(argv=None) -> int:
+    if sys.stdout is None or sys.stderr is None:  # started with a standard stream closed
+        if sys.stderr is not None:
+            print("kb: standard output is closed; nothing to write to", file=sys.stderr)
+        return EXIT_FAIL
     try:
         argv = sys.argv[1:] if argv is None else argv
         args = quick_search_args(argv) or build_parser(command_named(argv)).parse_args(argv)
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a full disk or closed pipe shows here, not after main returns
+        return code
     except UsageError as exc:
         msg = str(exc)
         print(msg if msg.startswith("kb") else f"kb: {msg}", file=sys.stderr)
@@ -527,6 +542,15 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except OSError as exc:  # the output cannot be written (a full disk, /dev/full)
+        if exc.filename is not None:
+            raise
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        print(f"kb: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAIL
     except KeyboardInterrupt:
         return 130
 

@@ -79,17 +79,36 @@ class KBError(Exception):
 # ---------------------------------------------------------------- locating
 
 def find_kb_root(explicit: str | None = None) -> str:
-    """The KB directory: --kb, else $KB_PATH, else this checkout's kb/, else the bundled copy."""
+    """The KB directory: --kb, else $KB_PATH, else the kb/ of the checkout that holds the
+    working directory (found upward, as git finds .git), else this package's checkout,
+    else the copy bundled with an installed package (read-only: see bundled_kb)."""
     for candidate, how in ((explicit, "--kb"), (os.environ.get("KB_PATH"), "KB_PATH")):
         if candidate:
             if not os.path.isdir(os.path.join(candidate, "entries")):
                 raise KBError(f"{candidate}: not a KB directory ({how}): it has no entries/ folder")
             return os.path.abspath(candidate)
-    here = os.path.dirname(os.path.abspath(__file__))
-    for candidate in (os.path.join(os.path.dirname(here), "kb"), os.path.join(here, "_data", "kb")):
+    try:
+        here = os.getcwd()
+    except OSError:  # the working directory was removed
+        here = None
+    while here:
+        candidate = os.path.join(here, "kb")
+        if os.path.isdir(os.path.join(candidate, "entries")):
+            return candidate
+        parent = os.path.dirname(here)
+        here = parent if parent != here else None
+    package = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(os.path.dirname(package), "kb"), os.path.join(package, "_data", "kb")):
         if os.path.isdir(os.path.join(candidate, "entries")):
             return candidate
     raise KBError("no knowledge base found: pass --kb DIR or set KB_PATH")
+
+
+def bundled_kb(path: str) -> bool:
+    """Whether `path` lies inside the data bundled with an installed package (never written)."""
+    data = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data"))
+    real = os.path.realpath(path)
+    return real == data or real.startswith(data + os.sep)
 
 
 def evidence_dir(kb_root: str) -> str:

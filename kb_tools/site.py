@@ -76,13 +76,14 @@ def project_root() -> str:
     """The folder with mkdocs.yml and site_templates/: this package's checkout, a copy
     bundled in the package, or the current directory or one above it (for a
     non-editable install run from a checkout, as `make run` does)."""
-    candidates = [os.path.dirname(PACKAGE_DIR), os.path.join(PACKAGE_DIR, "_data")]
+    candidates = []
     here = os.path.abspath(os.getcwd())
-    while True:
+    while True:  # the checkout being worked in first: never build into an installed package
         candidates.append(here)
         if os.path.dirname(here) == here:
             break
         here = os.path.dirname(here)
+    candidates += [os.path.dirname(PACKAGE_DIR), os.path.join(PACKAGE_DIR, "_data")]
     for c in candidates:
         if os.path.isfile(os.path.join(c, "mkdocs.yml")) and os.path.isdir(os.path.join(c, "site_templates")):
             return c
@@ -459,8 +460,12 @@ def _write(path: str, text: str) -> bool:
 
 def _outside_kb(kb, directory: str, what: str) -> None:
     """Refuse a work or output folder inside the KB or its evidence: mkdocs.yml and pages
-    written there would become part of the KB (or be read as entries)."""
-    from .load import evidence_dir
+    written there would become part of the KB (or be read as entries); and one inside
+    an installed package."""
+    from .load import bundled_kb, evidence_dir
+    if bundled_kb(directory):
+        raise SiteError(f"{directory}: inside the installed package; run kb build from a checkout "
+                        f"or pass --out and --work")
     real = os.path.realpath(directory)
     for top in (kb.root, evidence_dir(kb.root)):
         top = os.path.realpath(top)
