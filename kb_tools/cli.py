@@ -153,7 +153,10 @@ def cmd_show(args) -> int:
                 ("Fix", e.fix), ("How to check", e.check), ("Correction", e.correction),
                 ("Caveats", e.caveats), ("Evidence", ", ".join(e.evidence)),
                 ("See also", ", ".join(e.see_also)),
-                ("Snippet", f"run it: kb snippet {e.id} | python" + (" (torchrun: see the entry)" if e.launch == "torchrun" else ""))]
+                ("Snippet", f"run it: kb run {e.id}" + (
+                    f"   (two processes under torchrun, as `kb snippet {e.id} > s.py && torchrun "
+                    f"--standalone --nproc-per-node 2 s.py`)" if e.launch == "torchrun"
+                    else f"   (or: kb snippet {e.id} | python)"))]
     for heading, body in sections:
         if body:
             print(f"\n{_style(heading, '1;4')}\n{body.strip()}")
@@ -164,6 +167,33 @@ def cmd_snippet(args) -> int:
     """Only the entry's runnable code, so `kb snippet ID | python` runs it."""
     kb = _load(args)
     sys.stdout.write(_entry_or_fail(kb, args.id).snippet)
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    """Run an entry's snippet the way its test does (torchrun for distributed ones); its exit status."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    from . import snippets
+    kb = _load(args)
+    entry = _entry_or_fail(kb, args.id)
+    if importlib.util.find_spec("torch") is None:
+        raise Failure(f"torch is not installed in {sys.executable}; the snippets are tested against "
+                      f"torch==2.13.0: `{sys.executable} -m pip install torch==2.13.0`")
+    env = snippets.child_env(args.device) if args.device else {**os.environ, "PYTHONUNBUFFERED": "1"}
+    sys.stdout.flush()
+    with tempfile.TemporaryDirectory(prefix="kb-run-") as tmp:
+        script = os.path.join(tmp, f"{entry.id.replace('-', '_')}.py")
+        with open(script, "w", encoding="utf-8") as fh:
+            fh.write(snippets.script_text(entry))
+        try:
+            proc = subprocess.run(snippets.command(entry, script), cwd=tmp, env=env)
+        except OSError as exc:
+            raise Failure(f"cannot start the snippet: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        raise Failure(f"the snippet of {entry.id} exited with status {proc.returncode} ({entry.path})")
     return EXIT_OK
 
 
@@ -362,6 +392,12 @@ def _args_snippet(p):
     p.add_argument("id", help="entry id or alias")
 
 
+def _args_run(p):
+    p.add_argument("id", help="entry id or alias")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="hide every GPU (cpu) as the CPU test does; "
+                   "default: the snippet picks cuda when available")
+
+
 def _args_eval(p):
     p.add_argument("queries", nargs="?", help="queries file (default: tests/queries.yaml of this checkout)")
     p.add_argument("--json", action="store_true", help="metrics and misses as JSON")
@@ -421,6 +457,7 @@ COMMANDS = {
                "an error message, or a paragraph.", _args_search, cmd_search),
     "show": ("one entry in full", None, _args_show, cmd_show),
     "snippet": ("only the entry's runnable code (pipe it to python)", None, _args_snippet, cmd_snippet),
+    "run": ("run an entry's snippet as its test does (torchrun for distributed ones)", None, _args_run, cmd_run),
     "list": ("every entry, one line each", None, _args_list, cmd_list),
     "eval": ("score the search ranking on labelled queries", "hit@1, hit@3 and MRR of `kb search` on a YAML "
              "file of labelled queries, then each miss with what ranked above the right answer.",
