@@ -59,13 +59,24 @@ class SnippetSuite(pytest.File):
 
 
 def write_results(outcomes: dict) -> None:
-    """Record which devices each snippet passed on, for the docs site (atomic write)."""
+    """Record which devices each snippet passed on, for the docs site (atomic write).
+
+    Merged into the results already recorded with the same torch: running one
+    entry's test (`pytest tests/test_snippets.py -k double-softmax`) updates that
+    entry and keeps every other entry's last outcome."""
     import platform
     import torch
 
     results = {}
+    try:
+        with open(RESULTS_FILE, encoding="utf-8") as fh:
+            old = json.load(fh)
+        if isinstance(old, dict) and old.get("torch") == torch.__version__ and isinstance(old.get("results"), dict):
+            results = {k: dict(v) for k, v in old["results"].items() if isinstance(v, dict)}
+    except (OSError, ValueError):
+        pass  # none yet, or unreadable: start afresh
     for (entry_id, device), outcome in sorted(outcomes.items()):
         results.setdefault(entry_id, {})[device] = outcome
     os.makedirs(os.path.dirname(RESULTS_FILE), exist_ok=True)
     write_atomic(RESULTS_FILE, json.dumps({"torch": torch.__version__, "python": platform.python_version(),
-                                           "results": results}, indent=1))
+                                           "results": dict(sorted(results.items()))}, indent=1))
