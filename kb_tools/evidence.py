@@ -87,9 +87,15 @@ def _opener(deadline: _Deadline | None = None):
 
     def watched(base):
         class Connection(base):
-            def connect(self):
-                super().connect()
-                deadline.register(self.sock)
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                create = self._create_connection  # the TCP socket, before any TLS handshake on it
+
+                def create_watched(*a, **kw):
+                    sock = create(*a, **kw)
+                    deadline.register(sock)
+                    return sock
+                self._create_connection = create_watched
         return Connection
 
     class Http(urllib.request.HTTPHandler):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import http.server
 import os
+import socketserver
 import subprocess
 import sys
 import threading
@@ -193,3 +194,30 @@ def test_undecodable_text_is_refused(server, ev):
 def test_strip_controls():
     assert strip_controls("a\u009fb\r\nc\rd\x00\te\ufeff") == "ab\nc\nd\te"
     assert strip_controls(" one \n two\u0085 ", keep_lines=False) == "one two"
+
+
+class DripTLS(socketserver.BaseRequestHandler):
+    """A TLS record header that promises 16 KB, then one byte every 0.1 s: a handshake that never ends."""
+
+    def handle(self):
+        try:
+            self.request.sendall(b"\x16\x03\x03\x40\x00")
+            while not STOP.is_set():
+                self.request.sendall(b"\x00")
+                time.sleep(0.1)
+        except OSError:
+            pass
+
+
+def test_the_deadline_covers_a_dripped_tls_handshake(ev):
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), DripTLS)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        start = time.monotonic()
+        with pytest.raises(EvidenceError, match=r"within 1s \(--timeout\)"):
+            add_evidence(f"https://127.0.0.1:{server.server_address[1]}/", "tls-drip", ev, timeout=1)
+        assert time.monotonic() - start < 2.5
+    finally:
+        server.shutdown()
+        server.server_close()
