@@ -82,3 +82,22 @@ def test_serve_prints_its_url(tmp_path):
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_build_never_writes_into_the_installed_package(tmp_path, capsys, monkeypatch):
+    from kb_tools import load
+    kb_dir = make_kb(tmp_path)
+    monkeypatch.setattr(load, "bundled_kb", lambda path: True)
+    code = cli.main(["--kb", str(kb_dir), "build", "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w")])
+    err = capsys.readouterr().err
+    assert code == 1 and "inside the installed package" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists() and not (tmp_path / "w").exists()
+
+
+def test_project_root_prefers_the_checkout_being_worked_in(tmp_path, monkeypatch):
+    from kb_tools import site
+    (tmp_path / "site_templates").mkdir()
+    (tmp_path / "mkdocs.yml").write_text("site_name: x\n")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert site.project_root() == str(tmp_path)
