@@ -13,6 +13,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 install: $(PY)
+	$(PY) -m pip install -q "$(TORCH_PIN)"
 	$(PY) -m pip install -q .
 
 install-test: $(PY)
@@ -20,10 +21,11 @@ install-test: $(PY)
 	$(PY) -m pip install -q -e ".[test]"
 
 run: install
-	$(KB) check
-	$(KB) verify
-	$(KB) build --out site
-	$(KB) search "loss flat"
+	@$(KB) check
+	@$(KB) verify
+	@$(KB) build --out site
+	@$(KB) search "loss flat"
+	@echo 'kb is in $(VENV)/bin: run ". $(VENV)/bin/activate" to put it on PATH, or call $(VENV)/bin/kb'
 
 test: install-test
 	$(PY) -m pytest -n 2 -q

@@ -158,7 +158,10 @@ def cmd_show(args) -> int:
                 ("Fix", e.fix), ("How to check", e.check), ("Correction", e.correction),
                 ("Caveats", e.caveats), ("Evidence", "\n".join(f"- {c['quote']}: {c['supports']}" for c in e.evidence)),
                 ("See also", ", ".join(e.see_also)),
-                ("Snippet", f"run it: kb snippet {e.id} | python" + (" (torchrun: see the entry)" if e.launch == "torchrun" else ""))]
+                ("Snippet", f"run it: kb run {e.id}" + (
+                    f"   (two processes under torchrun, as `kb snippet {e.id} > s.py && torchrun "
+                    f"--standalone --nproc-per-node 2 s.py`)" if e.launch == "torchrun"
+                    else f"   (or: kb snippet {e.id} | python)"))]
     for heading, body in sections:
         if body:
             print(f"\n{_style(heading, '1;4')}\n{body.strip()}")
@@ -172,13 +175,42 @@ def cmd_snippet(args) -> int:
     return EXIT_OK
 
 
+def cmd_run(args) -> int:
+    """Run an entry's snippet the way its test does (torchrun for distributed ones); its exit status."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    from . import snippets
+    kb = _load(args)
+    entry = _entry_or_fail(kb, args.id)
+    if importlib.util.find_spec("torch") is None:
+        raise Failure(f"torch is not installed in {sys.executable}; the snippets are tested against "
+                      f"torch==2.13.0: `{sys.executable} -m pip install torch==2.13.0`")
+    env = snippets.child_env(args.device) if args.device else {**os.environ, "PYTHONUNBUFFERED": "1"}
+    sys.stdout.flush()
+    with tempfile.TemporaryDirectory(prefix="kb-run-") as tmp:
+        script = os.path.join(tmp, f"{entry.id.replace('-', '_')}.py")
+        with open(script, "w", encoding="utf-8") as fh:
+            fh.write(snippets.script_text(entry))
+        try:
+            proc = subprocess.run(snippets.command(entry, script), cwd=tmp, env=env)
+        except OSError as exc:
+            raise Failure(f"cannot start the snippet: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        raise Failure(f"the snippet of {entry.id} exited with status {proc.returncode} ({entry.path})")
+    return EXIT_OK
+
+
 def cmd_eval(args) -> int:
     """Score the search ranking on labelled queries: hit@1, hit@3, MRR, and each miss."""
     from .load import KBError
     from .search import build_index, evaluate, load_queries
-    path = args.queries or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                        "tests", "queries.yaml")
     kb = _load(args)
+    path = args.queries or os.path.join(os.path.dirname(kb.root), "tests", "queries.yaml")
+    if not args.queries and not os.path.isfile(path):
+        raise Failure(f"no labelled queries at {path} (they ship with a checkout, not with the package): "
+                      f"pass a file, `kb eval QUERIES.yaml`")
     try:
         queries = load_queries(path)
     except KBError as exc:
@@ -249,9 +281,17 @@ def cmd_verify(args) -> int:
     report = verify_kb(kb)
     fixed = []
     if args.fix_lines and any(d.kind == "wrong-lines" for d in report.defects):
-        fixed = fix_lines(kb, report)
+        from .load import bundled_kb
+        if bundled_kb(kb.root):
+            raise Failure(f"{kb.root}: the copy of the KB installed with the package is never written; "
+                          f"run kb from a checkout or pass --kb DIR")
+        refused = []
+        fixed = fix_lines(kb, report, refused)
+        for rel, reason in refused:
+            print(f"kb: did not fix lines in {rel}: {reason}", file=sys.stderr)
         kb = _load(args, require_clean=False)
         report = verify_kb(kb)
+        broken = [p for p in kb.problems if "/entries/" not in "/" + p.path.replace(os.sep, "/")]
     ok = report.ok(args.strict) and not broken
     if args.json:
         out = report.to_dict(args.strict)
@@ -278,11 +318,14 @@ def cmd_verify(args) -> int:
 def cmd_evidence_add(args) -> int:
     """Cache a web page or local file as a source under evidence/, with provenance."""
     from .evidence import EvidenceError, EvidenceUsage, add_evidence
-    from .load import KBError, evidence_dir, find_kb_root
+    from .load import KBError, bundled_kb, evidence_dir, find_kb_root
     try:
         root = find_kb_root(args.kb)
     except KBError as exc:
         raise Failure(str(exc)) from None
+    if bundled_kb(root):
+        raise Failure(f"{root}: the copy of the KB installed with the package is never written; "
+                      f"run kb from a checkout or pass --kb DIR")
     try:
         result = add_evidence(args.target, args.id, evidence_dir(root), title=args.title, author=args.author,
                               published=args.published, url=args.url, coverage=args.coverage,
@@ -379,6 +422,12 @@ def _args_snippet(p):
     p.add_argument("id", help="entry id or alias")
 
 
+def _args_run(p):
+    p.add_argument("id", help="entry id or alias")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="hide every GPU (cpu) as the CPU test does; "
+                   "default: the snippet picks cuda when available")
+
+
 def _args_eval(p):
     p.add_argument("queries", nargs="?", help="queries file (default: tests/queries.yaml of this checkout)")
     p.add_argument("--json", action="store_true", help="metrics and misses as JSON")
@@ -452,6 +501,7 @@ COMMANDS = {
                "an error message, or a paragraph.", _args_search, cmd_search),
     "show": ("one entry in full", None, _args_show, cmd_show),
     "snippet": ("only the entry's runnable code (pipe it to python)", None, _args_snippet, cmd_snippet),
+    "run": ("run an entry's snippet as its test does (torchrun for distributed ones)", None, _args_run, cmd_run),
     "list": ("every entry, one line each", None, _args_list, cmd_list),
     "eval": ("score the search ranking on labelled queries", "hit@1, hit@3 and MRR of `kb search` on a YAML "
              "file of labelled queries, then each miss with what ranked above the right answer.",
@@ -554,10 +604,16 @@ def quick_search_args(argv):
 
 
 def main(argv=None) -> int:
+    if sys.stdout is None or sys.stderr is None:  # started with a standard stream closed
+        if sys.stderr is not None:
+            print("kb: standard output is closed; nothing to write to", file=sys.stderr)
+        return EXIT_FAIL
     try:
         argv = sys.argv[1:] if argv is None else argv
         args = quick_search_args(argv) or build_parser(command_named(argv)).parse_args(argv)
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a full disk or closed pipe shows here, not after main returns
+        return code
     except UsageError as exc:
         msg = str(exc)
         print(msg if msg.startswith("kb") else f"kb: {msg}", file=sys.stderr)
@@ -568,6 +624,15 @@ def main(argv=None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except OSError as exc:  # the output cannot be written (a full disk, /dev/full)
+        if exc.filename is not None:
+            raise
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        print(f"kb: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAIL
     except KeyboardInterrupt:
         return 130
 

@@ -37,16 +37,98 @@ class EvidenceUsage(EvidenceError):
 
 # ---------------------------------------------------------------- fetching
 
-def _opener():
+class _Deadline:
+    """One deadline for a whole request: when it passes, every socket the request opened
+    (redirects included) is shut down, so a read blocked on dripped headers or a slow
+    body returns at once instead of waiting for the next byte for ever."""
+
+    def __init__(self, seconds: float):
+        import threading
+        self.expired, self._socks, self._lock = False, [], threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self):
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                self._shut(sock)
+
+    @staticmethod
+    def _shut(sock):
+        import socket
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def register(self, sock):
+        with self._lock:
+            self._socks.append(sock)
+            if self.expired:
+                self._shut(sock)
+
+    def cancel(self):
+        self._timer.cancel()
+
+
+def _opener(deadline: _Deadline | None = None):
+    import http.client
     import urllib.request
 
     class SafeRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, req, fp, code, msg, headers, newurl):
-            if not newurl.lower().startswith(("http://", "https://")):
-                raise EvidenceError(f"refusing a redirect to {newurl}: only http and https are fetched")
+            if not newurl.lower().startswith(("http://", "https://")) or _url_problem(newurl):
+                raise EvidenceError(f"refusing a redirect to {_printable(newurl)}: only http and https URLs "
+                                    f"are fetched, and only well-formed ones")
             return super().redirect_request(req, fp, code, msg, headers, newurl)
 
-    return urllib.request.build_opener(SafeRedirect)
+    if deadline is None:
+        return urllib.request.build_opener(SafeRedirect)
+
+    def watched(base):
+        class Connection(base):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                create = self._create_connection  # the TCP socket, before any TLS handshake on it
+
+                def create_watched(*a, **kw):
+                    sock = create(*a, **kw)
+                    deadline.register(sock)
+                    return sock
+                self._create_connection = create_watched
+        return Connection
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(watched(http.client.HTTPConnection), req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(watched(http.client.HTTPSConnection), req, context=self._context)
+
+    return urllib.request.build_opener(SafeRedirect, Http, Https)
+
+
+def _printable(text: str, limit: int = 200) -> str:
+    """`text` for a one-line message: control characters escaped, cut at `limit`."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+
+
+def _url_problem(url: str) -> str | None:
+    """Why `url` cannot be requested as it is (spaces, control characters, a bad host), or None."""
+    import urllib.parse
+    if any(ord(c) <= 0x20 or 0x7f <= ord(c) <= 0x9f for c in url):
+        return "it holds a space or a control character (CR/LF included)"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
+    except ValueError as exc:
+        return f"it is malformed ({exc})"
+    if not parts.hostname:
+        return "it names no host"
+    return None
 
 
 def fetch(url: str, timeout: float = TIMEOUT, max_bytes: int = MAX_BYTES):
@@ -54,57 +136,102 @@ def fetch(url: str, timeout: float = TIMEOUT, max_bytes: int = MAX_BYTES):
 
     Returns (raw bytes, content type, charset or None, final URL).
     """
+    import http.client
     import socket
     import time
     import urllib.error
     import urllib.request
     if not url.lower().startswith(("http://", "https://")):
-        raise EvidenceUsage(f"only http and https URLs can be fetched, not {url.split(':', 1)[0]}:")
+        raise EvidenceUsage(f"only http and https URLs can be fetched, not {_printable(url.split(':', 1)[0], 20)}:")
+    problem = _url_problem(url)
+    if problem:
+        raise EvidenceUsage(f"{_printable(url)}: not a usable URL: {problem}")
     deadline = time.monotonic() + timeout
     request = urllib.request.Request(url, headers={
-        "User-Agent": USER_AGENT, "Accept": "text/html, text/plain;q=0.9, */*;q=0.1"})
+        "User-Agent": USER_AGENT, "Accept": "text/html, text/plain;q=0.9, */*;q=0.1",
+        "Accept-Encoding": "gzip, deflate, identity"})
+    watch = _Deadline(timeout)
     try:
-        with _opener().open(request, timeout=timeout) as resp:
-            ctype = resp.headers.get_content_type() if resp.headers.get("Content-Type") else ""
-            charset = resp.headers.get_content_charset()
-            declared = resp.headers.get("Content-Length")
-            if declared and declared.isdigit() and int(declared) > max_bytes:
-                raise EvidenceError(f"{url}: the page is {int(declared):,} bytes, over the {max_bytes:,}-byte cap "
-                                    f"(--max-bytes)")
-            chunks, total = [], 0
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise EvidenceError(f"{url}: download took longer than {timeout:g}s (--timeout)")
-                if resp.fp is not None and getattr(resp.fp, "raw", None) is not None:
-                    try:
-                        resp.fp.raw._sock.settimeout(left)  # each wait is bounded by what is left
-                    except (AttributeError, OSError):
-                        pass
-                try:
-                    chunk = resp.read1(65536)
-                except (socket.timeout, TimeoutError):
-                    raise EvidenceError(f"{url}: download took longer than {timeout:g}s (--timeout)") from None
-                if not chunk:
-                    break
-                total += len(chunk)
-                if total > max_bytes:
-                    raise EvidenceError(f"{url}: the page is over the {max_bytes:,}-byte cap (--max-bytes)")
-                chunks.append(chunk)
-            return b"".join(chunks), ctype, charset, resp.geturl()
+        return _read_reply(url, request, timeout, max_bytes, deadline, watch)
     except EvidenceError:
         raise
     except urllib.error.HTTPError as exc:
-        raise EvidenceError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        if isinstance(reason, (socket.timeout, TimeoutError)):
-            raise EvidenceError(f"{url}: no answer within {timeout:g}s (--timeout)") from None
-        raise EvidenceError(f"{url}: {reason}") from None
-    except (socket.timeout, TimeoutError):
-        raise EvidenceError(f"{url}: no answer within {timeout:g}s (--timeout)") from None
-    except (OSError, ValueError) as exc:
-        raise EvidenceError(f"{url}: {exc}") from None
+        if 300 <= exc.code < 400:
+            raise EvidenceError(f"{_printable(url)}: too many redirects (a redirect loop?), "
+                                f"last HTTP {exc.code}") from None
+        raise EvidenceError(f"{_printable(url)}: HTTP {exc.code} {_printable(str(exc.reason).splitlines()[0] if exc.reason else '')}") from None
+    except Exception as exc:  # noqa: BLE001 (one line for anything the network throws)
+        if watch.expired:
+            raise EvidenceError(f"{_printable(url)}: no answer within {timeout:g}s (--timeout)") from None
+        if isinstance(exc, urllib.error.URLError):
+            exc = exc.reason
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            raise EvidenceError(f"{_printable(url)}: no answer within {timeout:g}s (--timeout)") from None
+        if isinstance(exc, (OSError, ValueError, http.client.HTTPException, EOFError)) or isinstance(exc, str):
+            raise EvidenceError(f"{_printable(url)}: {_printable(' '.join(str(exc).split()))}") from None
+        raise
+    finally:
+        watch.cancel()
+
+
+def _read_reply(url, request, timeout, max_bytes, deadline, watch):
+    """(body, content type, charset, final URL) of one GET, within the deadline and the cap."""
+    import socket
+    import time
+    with _opener(watch).open(request, timeout=timeout) as resp:
+        ctype = resp.headers.get_content_type() if resp.headers.get("Content-Type") else ""
+        charset = resp.headers.get_content_charset()
+        declared = resp.headers.get("Content-Length")
+        if declared and declared.isdigit() and int(declared) > max_bytes:
+            raise EvidenceError(f"{_printable(url)}: the page is {int(declared):,} bytes, over the {max_bytes:,}-byte cap "
+                                f"(--max-bytes)")
+        chunks, total = [], 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise EvidenceError(f"{_printable(url)}: download took longer than {timeout:g}s (--timeout)")
+            if resp.fp is not None and getattr(resp.fp, "raw", None) is not None:
+                try:
+                    resp.fp.raw._sock.settimeout(left)  # each wait is bounded by what is left
+                except (AttributeError, OSError):
+                    pass
+            try:
+                chunk = resp.read1(65536)
+            except (socket.timeout, TimeoutError):
+                raise EvidenceError(f"{_printable(url)}: download took longer than {timeout:g}s (--timeout)") from None
+            if not chunk:
+                if watch.expired:  # the deadline shut the socket: what came is not the whole page
+                    raise EvidenceError(f"{_printable(url)}: download took longer than {timeout:g}s (--timeout)")
+                break
+            total += len(chunk)
+            if total > max_bytes:
+                raise EvidenceError(f"{_printable(url)}: the page is over the {max_bytes:,}-byte cap (--max-bytes)")
+            chunks.append(chunk)
+        encoding = (resp.headers.get("Content-Encoding") or "identity").strip().lower()
+        return _decompress(b"".join(chunks), encoding, url, max_bytes), ctype, charset, resp.geturl()
+
+
+def _decompress(raw: bytes, encoding: str, url: str, max_bytes: int) -> bytes:
+    """The body with its Content-Encoding undone (gzip, deflate), capped at `max_bytes`."""
+    import zlib
+    if encoding in ("identity", ""):
+        return raw
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise EvidenceError(f"{_printable(url)}: the reply is encoded as {_printable(encoding, 40)}, "
+                            f"which is not supported (gzip and deflate are)")
+    wbits = 31 if "gzip" in encoding else 15
+    try:
+        inflater = zlib.decompressobj(wbits)
+        body = inflater.decompress(raw, max_bytes + 1)
+        if wbits == 15 and not body and raw:  # "deflate" sent raw, without the zlib header
+            inflater = zlib.decompressobj(-15)
+            body = inflater.decompress(raw, max_bytes + 1)
+    except zlib.error as exc:
+        raise EvidenceError(f"{_printable(url)}: the {encoding} reply does not decompress ({exc})") from None
+    if len(body) > max_bytes or inflater.unconsumed_tail:
+        raise EvidenceError(f"{_printable(url)}: the page is over the {max_bytes:,}-byte cap once "
+                            f"decompressed (--max-bytes)")
+    return body
 
 
 # ---------------------------------------------------------------- converting
@@ -114,14 +241,33 @@ def _looks_like_html(raw: bytes) -> bool:
     return head.startswith((b"<!doctype html", b"<html")) or b"<html" in head[:256]
 
 
-def _decode(raw: bytes, charset: str | None) -> str:
+def _decode(raw: bytes, charset: str | None, target: str = "the reply") -> str:
+    """The text of `raw` in the charset the server (or the page's <meta>) declares; undeclared,
+    UTF-8 and then Windows-1252 (HTML's default). Bytes that do not decode are refused, never
+    replaced by U+FFFD, and control characters are stripped."""
     if not charset:
         meta = re.search(rb"<meta[^>]+charset=[\"']?([\w-]+)", raw[:4096], re.I)
-        charset = meta.group(1).decode("ascii") if meta else "utf-8"
-    try:
-        return raw.decode(charset, errors="replace")
-    except LookupError:
-        return raw.decode("utf-8", errors="replace")
+        charset = meta.group(1).decode("ascii") if meta else None
+    tries = [charset] if charset else ["utf-8", "cp1252"]
+    for name in tries:
+        try:
+            return strip_controls(raw.decode(name))
+        except LookupError:
+            raise EvidenceError(f"{_printable(target)}: unknown charset {_printable(name, 40)!r}") from None
+        except UnicodeDecodeError:
+            continue
+    raise EvidenceError(f"{_printable(target)}: the text does not decode as {' or '.join(tries)}; "
+                        f"nothing was written")
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufeff\ufff9-\ufffb]")
+
+
+def strip_controls(text: str, keep_lines: bool = True) -> str:
+    """`text` without control characters (C0 but tab and newlines, DEL, C1 such as U+009F, BOM);
+    CR LF and lone CR become LF. With keep_lines=False, every run of whitespace becomes a space."""
+    text = _CONTROLS.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return text if keep_lines else " ".join(text.split())
 
 
 def html_to_text(html: str) -> tuple:
@@ -208,14 +354,18 @@ def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, aut
     if not ctype:
         ctype = "text/html" if _looks_like_html(raw) else ("text/plain" if b"\x00" not in raw[:8192] else "")
     if ctype in _HTML_TYPES or (ctype.startswith("text/") and _looks_like_html(raw) and ctype != "text/plain"):
-        text, meta = html_to_text(_decode(raw, charset))
+        text, meta = html_to_text(_decode(raw, charset, target))
     elif ctype.startswith(_TEXT_TYPES) and b"\x00" not in raw[:8192]:
-        text, meta = _decode(raw, charset).replace("\r\n", "\n"), {}
+        text, meta = _decode(raw, charset, target), {}
         if not text.endswith("\n"):
             text += "\n"
     else:
         raise EvidenceError(f"{target}: the reply is {ctype or 'binary data'}, not HTML or text; save a text "
                             f"version (e.g. the PDF's text) and add that file instead")
+    text = strip_controls(text)
+    meta = {k: strip_controls(v, keep_lines=False) for k, v in meta.items()}
+    title, author, published, url = (strip_controls(v, keep_lines=False) if v else v
+                                     for v in (title, author, published, url))
     if not text.strip():
         raise EvidenceError(f"{target}: no readable text in the reply")
     body = "\n" + text  # a blank line between the front matter and the text
@@ -239,7 +389,10 @@ def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, aut
     content = "\n".join(lines + ["---"]) + "\n" + body
     path = os.path.join(evidence_dir, f"{source_id}.md")
     try:
-        write_atomic(path, content)
+        write_atomic(path, content, exclusive=not force)  # two adds of one id: exactly one wins
+    except FileExistsError:
+        raise EvidenceError(f"evidence/{source_id}.md already exists; pass --force to replace it "
+                            f"(quotes citing its lines may then need `kb verify --fix-lines`)") from None
     except OSError as exc:
         raise EvidenceError(f"{path}: cannot write: {exc.strerror}") from None
     for name in existing:  # --force with another extension: one file per source id

@@ -13,22 +13,22 @@ import sys
 
 from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, SOURCE_KINDS, Entry, Problem, Quote, Source
 
-CACHE_FORMAT = 6
+CACHE_FORMAT = 7
 
 # Stable problem codes, one sentence each (listed in CONTRIBUTING.md; a test keeps both in step).
 CODES = {
-    "KB001": "The file is not valid YAML.",
+    "KB001": "The file is not valid YAML (a duplicate key included), or cannot be read: not a regular file, too large, not UTF-8.",
     "KB002": "The file's top level has the wrong shape (an entry is a mapping; a quote file maps `quotes` to a list).",
     "KB003": "A required field is missing.",
-    "KB004": "A field has the wrong type or is empty.",
+    "KB004": "A field has the wrong type, is empty or is too long.",
     "KB005": "A field name is not part of the schema (often a typo).",
     "KB006": "An entry's `id` differs from its file name.",
     "KB007": "Two entries or two quotes share an id.",
     "KB008": "A field holds a value outside its allowed set (area, snippet_kind, launch, coverage, kind).",
     "KB009": "An entry sits in a folder other than its `area`.",
-    "KB010": "`see_also` names an entry that does not exist.",
+    "KB010": "`see_also` names an entry that does not exist, or the entry itself.",
     "KB011": "`evidence` names a quote that does not exist.",
-    "KB012": "An alias is used by two entries, or equals another entry's id.",
+    "KB012": "An alias is used by two entries, equals an entry's id (its own included), or is listed twice.",
     "KB013": "An entry lists fewer than three symptoms.",
     "KB014": "A quote names a source that has no file under evidence/.",
     "KB015": "A quote's citation is malformed: `lines` must be [first, last] within the file, or `object` a dotted path, not both.",
@@ -42,6 +42,9 @@ CODES = {
     "KB023": "An `evidence` item is not a mapping of `quote` (an id) and `supports` (one line saying why it backs the entry).",
 }
 SYNONYMS_FILE = "synonyms.yaml"
+# Size caps: a KB file, one text field, one list item (a symptom, a tag), a snippet.
+MAX_FILE_BYTES = 4 << 20
+MAX_TEXT_CHARS, MAX_ITEM_CHARS, MAX_SNIPPET_CHARS = 20_000, 2_000, 200_000
 
 _KEBAB_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 
@@ -87,17 +90,36 @@ class KBError(Exception):
 # ---------------------------------------------------------------- locating
 
 def find_kb_root(explicit: str | None = None) -> str:
-    """The KB directory: --kb, else $KB_PATH, else this checkout's kb/, else the bundled copy."""
+    """The KB directory: --kb, else $KB_PATH, else the kb/ of the checkout that holds the
+    working directory (found upward, as git finds .git), else this package's checkout,
+    else the copy bundled with an installed package (read-only: see bundled_kb)."""
     for candidate, how in ((explicit, "--kb"), (os.environ.get("KB_PATH"), "KB_PATH")):
         if candidate:
             if not os.path.isdir(os.path.join(candidate, "entries")):
                 raise KBError(f"{candidate}: not a KB directory ({how}): it has no entries/ folder")
             return os.path.abspath(candidate)
-    here = os.path.dirname(os.path.abspath(__file__))
-    for candidate in (os.path.join(os.path.dirname(here), "kb"), os.path.join(here, "_data", "kb")):
+    try:
+        here = os.getcwd()
+    except OSError:  # the working directory was removed
+        here = None
+    while here:
+        candidate = os.path.join(here, "kb")
+        if os.path.isdir(os.path.join(candidate, "entries")):
+            return candidate
+        parent = os.path.dirname(here)
+        here = parent if parent != here else None
+    package = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(os.path.dirname(package), "kb"), os.path.join(package, "_data", "kb")):
         if os.path.isdir(os.path.join(candidate, "entries")):
             return candidate
     raise KBError("no knowledge base found: pass --kb DIR or set KB_PATH")
+
+
+def bundled_kb(path: str) -> bool:
+    """Whether `path` lies inside the data bundled with an installed package (never written)."""
+    data = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data"))
+    real = os.path.realpath(path)
+    return real == data or real.startswith(data + os.sep)
 
 
 def evidence_dir(kb_root: str) -> str:
@@ -115,26 +137,48 @@ def kb_folders(root: str) -> tuple:
             (evidence_dir(root), EVIDENCE_FILES))
 
 
-def _files(top: str, suffixes: tuple) -> list:
+def _files(top: str, suffixes: tuple, skipped: list | None = None) -> list:
     """Paths of the files under `top` with one of `suffixes`, sorted, hidden ones skipped."""
-    return [entry.path for entry in _scan(top, suffixes)]
+    return [entry.path for entry in _scan(top, suffixes, skipped=skipped)]
 
 
-def _scan(top: str, suffixes: tuple, found: list | None = None) -> list:
-    """os.DirEntry objects, depth first in name order (scandir: no Python-level path joins)."""
+def _scan(top: str, suffixes: tuple, found: list | None = None, skipped: list | None = None) -> list:
+    """os.DirEntry objects, depth first in name order (scandir: no Python-level path joins).
+
+    Only regular files (or links to them) are returned and only real folders are
+    entered: a symlinked folder (a loop, a link to /) is not followed, and a FIFO or
+    device is never opened. What is passed over, and folders that cannot be read,
+    go to `skipped` as (path, reason) when a list is given.
+    """
     found = [] if found is None else found
     try:
         with os.scandir(top) as it:
             entries = sorted(it, key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         return found
+    except OSError as exc:
+        if skipped is not None:
+            skipped.append((top, f"cannot read the folder: {exc.strerror or exc}"))
+        return found
     for entry in entries:
         if entry.name.startswith("."):
             continue
-        if entry.is_dir():
-            _scan(entry.path, suffixes, found)
-        elif entry.name.endswith(suffixes):
-            found.append(entry)
+        try:
+            is_dir = entry.is_dir()
+            if is_dir and entry.is_symlink():
+                if skipped is not None:
+                    skipped.append((entry.path, "a symlinked folder is not followed (move the files in)"))
+                continue
+            if is_dir:
+                _scan(entry.path, suffixes, found, skipped)
+            elif entry.name.endswith(suffixes):
+                if entry.is_file():
+                    found.append(entry)
+                elif skipped is not None:
+                    skipped.append((entry.path, "cannot read: not a regular file (a dangling link, a link loop, a FIFO or a device)"))
+        except OSError as exc:
+            if skipped is not None:
+                skipped.append((entry.path, f"cannot read: {exc.strerror or exc}"))
     return found
 
 
@@ -176,35 +220,117 @@ def _caching() -> bool:
 
 
 def _read_cache(path: str, key):
-    """The value stored under `key`, or None when absent, unreadable or stale."""
+    """The value stored under `key`, or None when absent, damaged or stale."""
     import marshal
+    data = read_sealed(path)
+    if data is None:
+        return None
     try:
-        with open(path, "rb") as fh:
-            stored_key, value = marshal.loads(fh.read())  # loads(read()) is far faster than load(fh)
+        stored_key, value = marshal.loads(data)
         return value if stored_key == key else None
-    except (OSError, EOFError, ValueError, TypeError):
+    except (EOFError, ValueError, TypeError):
         return None
 
 
 def _write_cache(path: str, key, value) -> None:
     import marshal
-    _write_bytes(path, marshal.dumps((key, value)))
+    try:
+        data = marshal.dumps((key, value))
+    except ValueError:  # a value marshal cannot hold: no cache, never a failed command
+        return
+    _write_bytes(path, seal(data))
 
 
-def write_atomic(path: str, data) -> None:
+# A cache file is: magic, payload length, crc32 of the payload, payload. The checksum is of
+# what was written and is checked on every read, so a truncated, overwritten or bit-flipped
+# cache is rebuilt instead of trusted (crc32, not a cryptographic hash: the cache guards
+# against damage, and anyone who can write the cache folder can also write the KB).
+_SEAL_MAGIC = b"KBS1"
+_SEAL_HEAD = len(_SEAL_MAGIC) + 12
+MAX_CACHE_BYTES = 1 << 30
+
+
+def seal(payload: bytes) -> bytes:
+    """`payload` framed with its length and checksum, for read_sealed."""
+    import zlib
+    return b"".join([_SEAL_MAGIC, len(payload).to_bytes(8, "little"),
+                     zlib.crc32(payload).to_bytes(4, "little"), payload])
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file at `path`, at most `limit` of them.
+
+    Opened without blocking and checked with fstat before reading, so a FIFO,
+    a device such as /dev/zero or a folder raises OSError instead of hanging or
+    filling memory; a file larger than `limit` raises ValueError.
+    """
+    import stat
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"not a regular file: {path}")
+        if st.st_size > limit:
+            raise ValueError(f"{st.st_size} bytes, more than the limit of {limit}")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, max(st.st_size + 1, 65536)))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise ValueError(f"more than the limit of {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_sealed(path: str, prefix: bytes = b""):
+    """The payload of a file written as `seal(payload)`, or None when the file is missing,
+    not a regular file, too large, or does not hold exactly what was written. When
+    `prefix` is given, a payload that does not start with it is None before any checksum."""
+    import zlib
+    try:
+        data = read_regular(path, MAX_CACHE_BYTES)
+    except (OSError, ValueError):
+        return None
+    if len(data) < _SEAL_HEAD or data[:len(_SEAL_MAGIC)] != _SEAL_MAGIC:
+        return None
+    if int.from_bytes(data[4:12], "little") != len(data) - _SEAL_HEAD:
+        return None
+    payload = memoryview(data)[_SEAL_HEAD:]
+    if payload[:len(prefix)] != prefix:
+        return None  # stale: skip the checksum
+    if zlib.crc32(payload) != int.from_bytes(data[12:16], "little"):
+        return None
+    return payload
+
+
+def write_atomic(path: str, data, exclusive: bool = False) -> None:
     """Replace `path` with `data` (str, written as UTF-8, or bytes): readers see the old file or
-    the new one, never half of one. An existing file keeps its permissions. Raises OSError."""
+    the new one, never half of one. An existing file keeps its permissions. Raises OSError.
+    With `exclusive`, `path` must not exist yet (FileExistsError otherwise): of two writers
+    racing to create it, exactly one succeeds, and the file appears complete."""
     if isinstance(data, str):
         data = data.encode("utf-8")
-    tmp = f"{path}.{os.getpid()}.tmp"
+    # A fresh name, created exclusively: two writers (threads or processes) never share a
+    # temporary file, and a link or FIFO planted at that name is never followed.
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
-        with open(tmp, "wb") as fh:
+        with open(fd, "wb") as fh:
             fh.write(data)
         try:
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         except OSError:
             pass  # a new file: the default permissions
-        os.replace(tmp, path)
+        if exclusive:
+            os.link(tmp, path)  # fails if `path` exists, atomically
+            os.remove(tmp)
+        else:
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.remove(tmp)
@@ -233,7 +359,7 @@ def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
     if data is not None:
         try:
             return _from_plain(root, data)
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, ValueError):
             pass  # written by an older layout: rebuild
     kb = _parse(root, evidence_dir(root))
     _write_cache(path, signature, _to_plain(kb))
@@ -244,8 +370,8 @@ class Table:
     """A header plus records that are decoded only when asked for.
 
     A large KB's search index is mostly postings and symptom lines that one
-    query never touches; keeping each record as its own marshal blob in a
-    memory-mapped file makes opening the index cost the header alone.
+    query never touches; keeping each record as its own marshal blob makes
+    opening the index cost one read, one checksum and the header alone.
     """
 
     __slots__ = ("header", "_records", "_blob", "_offsets")
@@ -263,7 +389,7 @@ class Table:
         return marshal.loads(self._blob[span[0]:span[1]])
 
 
-_TABLE_MAGIC = b"KBT1"
+_TABLE_MAGIC = b"KBT2"
 
 
 def cached_table(kb_root: str | None, name: str, version: int, build) -> Table:
@@ -272,8 +398,9 @@ def cached_table(kb_root: str | None, name: str, version: int, build) -> Table:
     For data derived from the whole KB (the search index) that a command needs
     without the KB itself: on a hit the KB is not even loaded. `build(kb)`
     returns (header, records), both plain and marshal-able.
-    The file is: magic, key length, key, header length, header, record blobs;
-    the key (the files' signature) is compared as bytes, never decoded.
+    The file is seal(magic, key length, key, header length, header, record
+    blobs); the key (the files' signature) is compared as bytes, never decoded,
+    and the checksum is checked before anything is decoded.
     """
     import marshal
     root = find_kb_root(kb_root)
@@ -290,37 +417,40 @@ def cached_table(kb_root: str | None, name: str, version: int, build) -> Table:
 
 
 def _open_table(path: str, key: bytes) -> Table | None:
+    """The table in `path` if it was written for `key` and is intact, else None.
+
+    Read into memory, not mapped: a mapped file that another process truncates
+    kills the reader with SIGBUS, and the checksum has to read every byte anyway.
+    """
     import marshal
-    import mmap
+    prefix = _TABLE_MAGIC + len(key).to_bytes(8, "little") + key
+    blob = read_sealed(path, prefix)
+    if blob is None:
+        return None
     try:
-        with open(path, "rb") as fh:
-            blob = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        at = len(_TABLE_MAGIC)
-        if blob[:at] != _TABLE_MAGIC:
-            return None
-        key_len = int.from_bytes(blob[at:at + 8], "little")
-        if blob[at + 8:at + 8 + key_len] != key:
-            return None
-        at += 8 + key_len
+        at = len(prefix)
         head_len = int.from_bytes(blob[at:at + 8], "little")
         header, offsets = marshal.loads(blob[at + 8:at + 8 + head_len])
         base = at + 8 + head_len
-        return Table(header, blob=memoryview(blob)[base:], offsets=offsets)
-    except (OSError, ValueError, EOFError, TypeError):
+        return Table(header, blob=blob[base:], offsets=offsets)
+    except (ValueError, EOFError, TypeError):
         return None
 
 
 def _write_table(path: str, key: bytes, header: dict, records: dict) -> None:
     import marshal
     chunks, offsets, at = [], {}, 0
-    for record_key, value in records.items():
-        data = marshal.dumps(value)
-        offsets[record_key] = (at, at + len(data))
-        chunks.append(data)
-        at += len(data)
-    head = marshal.dumps((header, offsets))
-    _write_bytes(path, b"".join([_TABLE_MAGIC, len(key).to_bytes(8, "little"), key,
-                                 len(head).to_bytes(8, "little"), head, *chunks]))
+    try:
+        for record_key, value in records.items():
+            data = marshal.dumps(value)
+            offsets[record_key] = (at, at + len(data))
+            chunks.append(data)
+            at += len(data)
+        head = marshal.dumps((header, offsets))
+    except ValueError:  # not marshal-able: serve from memory, cache nothing
+        return
+    _write_bytes(path, seal(b"".join([_TABLE_MAGIC, len(key).to_bytes(8, "little"), key,
+                                      len(head).to_bytes(8, "little"), head, *chunks])))
 
 
 def _to_plain(kb: KB) -> dict:
@@ -353,6 +483,16 @@ def _line_loader():
 
     class LineLoader(base):
         def construct_mapping(self, node, deep=False):
+            if isinstance(node, yaml.MappingNode) and not any(k.tag == "tag:yaml.org,2002:merge"
+                                                              for k, _ in node.value):
+                seen = {}
+                for key_node, _ in node.value:
+                    if isinstance(key_node, yaml.ScalarNode):
+                        if key_node.value in seen:
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f"duplicate key '{key_node.value[:80]}' (first on line "
+                                f"{seen[key_node.value]})", key_node.start_mark)
+                        seen[key_node.value] = key_node.start_mark.line + 1
             mapping = super().construct_mapping(node, deep=deep)
             lines, items, blocks = {}, {}, {}
             for key_node, value_node in node.value:
@@ -379,6 +519,8 @@ class _Collector:
     def __init__(self, base: str):
         self.base = base
         self.problems = []
+        self.skipped = []  # (path, reason) of what the folder scans passed over
+        self.line_counts = {}  # source id -> lines in its file, for checking `lines`
 
     def rel(self, path: str) -> str:
         return os.path.relpath(path, self.base)
@@ -387,8 +529,15 @@ class _Collector:
         self.problems.append(Problem(path=path, line=line, code=code, field=field, message=message))
 
 
-def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str) -> None:
-    """Required, typed and known fields, against a spec of ENTRY/QUOTE/SOURCE_FIELDS."""
+def _shown(value) -> str:
+    """A field's value for a message: text (cut short), else only its type."""
+    return value[:60] if isinstance(value, str) else f"a {type(value).__name__}"
+
+
+def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str) -> set:
+    """Required, typed, known and size-capped fields, against a spec of ENTRY/QUOTE/SOURCE_FIELDS.
+    Returns the names of the fields that failed, so no invalid value reaches the KB."""
+    bad = set()
     lines = data.get("__lines__", {})
     at = lambda f: lines.get(f, data.get("__line__", 1))  # noqa: E731
     for field, value in data.items():
@@ -401,24 +550,40 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
             col.add(path, at(field), "KB005", field, f"unknown {kind} field{_suggest(field, spec)}")
             continue
         expected = spec[field][0]
+        bad.add(field)
+        cap = MAX_SNIPPET_CHARS if field == "snippet" else MAX_TEXT_CHARS
         if value is None:
             col.add(path, at(field), "KB004", field, "is empty")
         elif expected == "str" and not (isinstance(value, str) and value.strip()):
             col.add(path, at(field), "KB004", field, f"must be non-empty text, got {type(value).__name__}")
         elif expected == "list" and not (isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)):
             col.add(path, at(field), "KB004", field, "must be a list of non-empty strings")
+        elif expected == "str" and len(value) > cap:
+            col.add(path, at(field), "KB004", field, f"is too long ({len(value)} characters; at most {cap})")
+        elif expected == "list" and any(len(v) > MAX_ITEM_CHARS for v in value):
+            col.add(path, at(field), "KB004", field, f"has an item over {MAX_ITEM_CHARS} characters")
         elif expected == "bool" and not isinstance(value, bool):
             col.add(path, at(field), "KB004", field, "must be true or false")
         elif expected == "figures" and _figures_problem(value):
             col.add(path, at(field), "KB004", field, _figures_problem(value))
         elif expected == "mapping" and not isinstance(value, dict):
             col.add(path, at(field), "KB004", field, "must be a mapping of fields")
-        elif isinstance(expected, tuple) and value not in expected:
+        elif isinstance(expected, tuple) and not (isinstance(value, str) and value in expected):
+            hint = _suggest(value, expected) if isinstance(value, str) else ""
             col.add(path, at(field), "KB008", field,
-                    f"'{value}' is not one of: {', '.join(expected)}{_suggest(str(value), expected)}")
+                    f"'{_shown(value)}' is not one of: {', '.join(expected)}{hint}")
+        else:
+            bad.discard(field)
     for field, (_, required) in spec.items():
         if required and field not in data:
             col.add(path, data.get("__line__", 1), "KB003", field, f"missing required {kind} field")
+    return bad
+
+
+def read_kb_text(path: str) -> str:
+    """A KB file's text: a regular file of at most MAX_FILE_BYTES, in UTF-8.
+    Raises OSError, ValueError (too large) or UnicodeDecodeError."""
+    return read_regular(path, MAX_FILE_BYTES).decode("utf-8")
 
 
 def _figures(value) -> dict:
@@ -443,24 +608,31 @@ def _figures_problem(value) -> str | None:
 def _read_yaml(path, col, yaml, loader):
     rel = col.rel(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=loader)
+        return yaml.load(read_kb_text(path), Loader=loader)
+    except RecursionError:
+        col.add(rel, 1, "KB001", "", "invalid YAML: nested too deeply")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         col.add(rel, mark.line + 1 if mark else 1, "KB001", "", f"invalid YAML: {reason}")
-    except (OSError, UnicodeDecodeError) as exc:
-        col.add(rel, 0, "KB001", "", f"cannot read: {exc}")
+    except UnicodeDecodeError as exc:
+        col.add(rel, 0, "KB001", "", f"cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except ValueError as exc:
+        col.add(rel, 0, "KB001", "", f"file too large: {exc}")
+    except OSError as exc:
+        col.add(rel, 0, "KB001", "", f"cannot read: {exc.strerror or exc}")
     return None
 
 
 def _parse(root: str, ev_dir: str) -> KB:
     yaml, loader = _line_loader()
     col = _Collector(os.path.dirname(root))
-    sources = _parse_sources(ev_dir, col, yaml)
+    sources = _parse_sources(ev_dir, col, yaml, loader)
     quotes = _parse_quotes(root, sources, col, yaml, loader)
     entries = _parse_entries(root, quotes, col, yaml, loader)
     synonyms = _parse_synonyms(os.path.join(root, SYNONYMS_FILE), col, yaml, loader)
+    for path, reason in col.skipped:
+        col.add(col.rel(path), 0, "KB001", "", reason)
     return KB(root, entries, quotes, sources, col.problems, synonyms)
 
 
@@ -482,23 +654,27 @@ def _parse_synonyms(path, col, yaml, loader) -> list:
     return good
 
 
-def _parse_sources(ev_dir, col, yaml) -> dict:
+def _parse_sources(ev_dir, col, yaml, loader) -> dict:
     sources = {}
-    for path in _files(ev_dir, EVIDENCE_FILES):
+    for path in _files(ev_dir, EVIDENCE_FILES, col.skipped):
         rel = col.rel(path)
         sid = os.path.splitext(os.path.basename(path))[0]
         try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                head = [fh.readline() for _ in range(60)]
-        except OSError as exc:
-            col.add(rel, 0, "KB001", "", f"cannot read: {exc.strerror}")
+            text = read_regular(path, MAX_FILE_BYTES).decode("utf-8", errors="replace")
+        except ValueError as exc:
+            col.add(rel, 0, "KB001", "", f"file too large: {exc}")
             continue
+        except OSError as exc:
+            col.add(rel, 0, "KB001", "", f"cannot read: {exc.strerror or exc}")
+            continue
+        head = text.splitlines(keepends=True)[:60]
+        col.line_counts[sid] = len(text.splitlines())
         end = next((i for i, line in enumerate(head[1:], 1) if line.rstrip() == "---"), None)
         if not head or head[0].rstrip() != "---" or end is None:
             col.add(rel, 1, "KB016", "", "no front matter (a `---` block with title, author, url, ...)")
             continue
         try:
-            meta = yaml.safe_load("".join(head[1:end])) or {}
+            meta = yaml.load("".join(head[1:end]), Loader=loader) or {}
         except yaml.YAMLError as exc:
             col.add(rel, 1, "KB001", "", f"invalid YAML in front matter: {getattr(exc, 'problem', exc)}")
             continue
@@ -506,12 +682,12 @@ def _parse_sources(ev_dir, col, yaml) -> dict:
             col.add(rel, 1, "KB002", "", "front matter must be a mapping")
             continue
         meta = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in meta.items()}
-        _check_fields(meta, SOURCE_FIELDS, rel, col, "source")
+        bad = _check_fields(meta, SOURCE_FIELDS, rel, col, "source")
         lines = _front_matter_lines(head[1:end])
         retells = _check_provenance(meta, rel, lines, col)
-        fields = {k: meta.get(k) for k in SOURCE_FIELDS if k not in ("path", "retells")}
-        sources[sid] = Source(id=sid, path=rel, body_line=end + 2, repo_path=meta.get("path"),
-                              retells=retells, **fields)
+        fields = {k: None if k in bad else meta.get(k) for k in SOURCE_FIELDS if k not in ("path", "retells")}
+        sources[sid] = Source(id=sid, path=rel, body_line=end + 2,
+                              repo_path=None if "path" in bad else meta.get("path"), retells=retells, **fields)
     return sources
 
 
@@ -586,7 +762,7 @@ def body_sha256(data: bytes, body_line: int) -> str:
 
 def _parse_quotes(root, sources, col, yaml, loader) -> dict:
     quotes = {}
-    for path in _files(os.path.join(root, "quotes"), YAML_FILES):
+    for path in _files(os.path.join(root, "quotes"), YAML_FILES, col.skipped):
         rel = col.rel(path)
         data = _read_yaml(path, col, yaml, loader)
         if data is None:
@@ -599,7 +775,7 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
                 col.add(rel, 1, "KB002", "quotes", "each quote must be a mapping")
                 continue
             line = item["__line__"]
-            _check_fields(item, QUOTE_FIELDS, rel, col, "quote")
+            bad = _check_fields(item, QUOTE_FIELDS, rel, col, "quote")
             qid = item.get("id")
             if not isinstance(qid, str):
                 continue
@@ -608,24 +784,33 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
             if qid in quotes:
                 col.add(rel, line, "KB007", "id", f"duplicate quote id '{qid}' (first in {quotes[qid].path}:{quotes[qid].line})")
                 continue
-            src = item.get("source")
+            src = item.get("source") if "source" not in bad else None
             if isinstance(src, str) and src not in sources:
                 col.add(rel, item["__lines__"].get("source", line), "KB014", "source",
                         f"unknown source '{src}'{_suggest(src, sources)}")
             lines, obj = item.get("lines"), item.get("object")
             if isinstance(lines, int) and not isinstance(lines, bool):
                 lines = [lines, lines]
-            if (lines is None) == (obj is None):
+            obj = obj if "object" not in bad else None
+            if (lines is None) == (obj is None) and "object" not in bad:
                 col.add(rel, line, "KB015", "lines", "give exactly one of `lines: [first, last]` or `object: dotted.path`")
             elif lines is not None and not (
-                    isinstance(lines, list) and len(lines) == 2 and all(isinstance(n, int) for n in lines)
+                    isinstance(lines, list) and len(lines) == 2
+                    and all(isinstance(n, int) and not isinstance(n, bool) for n in lines)
                     and 1 <= lines[0] <= lines[1]):
                 col.add(rel, item["__lines__"].get("lines", line), "KB015", "lines",
+                        f"must be [first, last] with 1 <= first <= last, got {_shown(lines)}"
+                        if not isinstance(lines, list) or len(repr(lines)) > 60 else
                         f"must be [first, last] with 1 <= first <= last, got {lines!r}")
                 lines = None
+            elif lines is not None and src in col.line_counts and lines[1] > col.line_counts[src]:
+                col.add(rel, item["__lines__"].get("lines", line), "KB015", "lines",
+                        f"[{lines[0]}, {lines[1]}] goes past the end of evidence for '{src}' "
+                        f"({col.line_counts[src]} lines)")  # kept: `kb verify --fix-lines` can fix it
             quotes[qid] = Quote(
-                id=qid, text=item.get("text"), source=src, lines=lines, object=obj,
-                themes=item.get("themes") or [], short=bool(item.get("short")),
+                id=qid, text=None if "text" in bad else item.get("text"), source=src, lines=lines,
+                object=obj, themes=[] if "themes" in bad else item.get("themes") or [],
+                short=item.get("short") is True,
                 author=item.get("author") if isinstance(item.get("author"), str) else None, path=rel, line=line)
     return quotes
 
@@ -633,7 +818,7 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
 def _parse_entries(root, quotes, col, yaml, loader) -> dict:
     entries = {}
     entries_dir = os.path.join(root, "entries")
-    for path in _files(entries_dir, YAML_FILES):
+    for path in _files(entries_dir, YAML_FILES, col.skipped):
         rel = col.rel(path)
         data = _read_yaml(path, col, yaml, loader)
         if data is None:
@@ -644,7 +829,7 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             col.add(rel, 1, "KB002", "", "an entry must be a mapping of fields")
             continue
         lines = data["__lines__"]
-        _check_fields(data, ENTRY_FIELDS, rel, col, "entry")
+        bad = _check_fields(data, ENTRY_FIELDS, rel, col, "entry")
         stem = os.path.splitext(os.path.basename(path))[0]
         eid = data.get("id")
         if isinstance(eid, str):
@@ -666,15 +851,17 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
         if data.get("snippet_kind") == "diagnostic" and not data.get("snippet_note"):
             col.add(rel, lines.get("snippet_kind", 1), "KB018", "snippet_note",
                     "a diagnostic snippet must say why the bug itself is not reproduced")
-        listed = lambda f: [v for v in (data.get(f) or []) if isinstance(v, str)] if isinstance(data.get(f), list) else []  # noqa: E731
+        # validated first: a field that failed its check is left out, never indexed or cached
+        listed = lambda f: [v for v in (data.get(f) or []) if isinstance(v, str)] if isinstance(data.get(f), list) and f not in bad else []  # noqa: E731
+        text = lambda f: None if f in bad else data.get(f)  # noqa: E731
         entries[eid] = Entry(
-            id=eid, title=data.get("title"), area=area, tags=listed("tags"),
-            aliases=listed("aliases"), symptoms=listed("symptoms"), cause=data.get("cause"),
-            fix=data.get("fix"), check=data.get("check"), caveats=data.get("caveats"),
-            correction=data.get("correction"), see_also=listed("see_also"),
-            evidence=_citations(data, rel, col), snippet_kind=data.get("snippet_kind"),
-            snippet_note=data.get("snippet_note"), launch=data.get("launch") or "python",
-            snippet=data.get("snippet") if isinstance(data.get("snippet"), str) else "",
+            id=eid, title=text("title"), area=text("area"), tags=listed("tags"),
+            aliases=listed("aliases"), symptoms=listed("symptoms"), cause=text("cause"),
+            fix=text("fix"), check=text("check"), caveats=text("caveats"),
+            correction=text("correction"), see_also=listed("see_also"),
+            evidence=[] if "evidence" in bad else _citations(data, rel, col), snippet_kind=text("snippet_kind"),
+            snippet_note=text("snippet_note"), launch=text("launch") or "python",
+            snippet=text("snippet") or "",
             figures={} if _figures_problem(data.get("figures")) else _figures(data.get("figures")),
             path=rel, lines={k: v for k, v in lines.items()},
             snippet_line=data["__blocks__"].get("snippet", lines.get("snippet", 1)),
@@ -734,14 +921,22 @@ def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
         for ref, line in zip(e.see_also, items.get("see_also", [])):
             if ref not in entries:
                 col.add(e.path, line, "KB010", "see_also", f"unknown entry '{ref}'{_suggest(ref, entries)}")
+            elif ref == e.id:
+                col.add(e.path, line, "KB010", "see_also", f"'{ref}' is this entry itself")
         for cite in e.evidence:
             ref = cite["quote"]
             if ref not in quotes:
                 col.add(e.path, cite["line"], "KB011", "evidence", f"unknown quote '{ref}'{_suggest(ref, quotes)}")
+        own = set()
         for alias, line in zip(e.aliases, items.get("aliases", [])):
             key = alias.lower()
-            if key in entries and key != e.id:
+            if key == e.id:
+                col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is this entry's own id")
+            elif key in own:
+                col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is listed twice (case is ignored)")
+            elif key in entries:
                 col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is the id of another entry")
             elif key in owner and owner[key] != e.id:
                 col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is also used by '{owner[key]}'")
+            own.add(key)
             owner.setdefault(key, e.id)

@@ -568,6 +568,8 @@ def load_queries(path: str) -> list:
         if not (isinstance(q, dict) and isinstance(q.get("query"), str) and isinstance(q.get("expect"), list)
                 and q["expect"] and all(isinstance(i, str) for i in q["expect"])):
             raise KBError(f"{path}: query #{n}: needs `query` (text) and `expect` (a list of entry ids)")
+        if not isinstance(q.get("kind", ""), str):
+            raise KBError(f"{path}: query #{n}: `kind` must be text (quote a date or a number)")
         try:
             validate_query(q["query"])
         except QueryError as exc:

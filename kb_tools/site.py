@@ -76,13 +76,14 @@ def project_root() -> str:
     """The folder with mkdocs.yml and site_templates/: this package's checkout, a copy
     bundled in the package, or the current directory or one above it (for a
     non-editable install run from a checkout, as `make run` does)."""
-    candidates = [os.path.dirname(PACKAGE_DIR), os.path.join(PACKAGE_DIR, "_data")]
+    candidates = []
     here = os.path.abspath(os.getcwd())
-    while True:
+    while True:  # the checkout being worked in first: never build into an installed package
         candidates.append(here)
         if os.path.dirname(here) == here:
             break
         here = os.path.dirname(here)
+    candidates += [os.path.dirname(PACKAGE_DIR), os.path.join(PACKAGE_DIR, "_data")]
     for c in candidates:
         if os.path.isfile(os.path.join(c, "mkdocs.yml")) and os.path.isdir(os.path.join(c, "site_templates")):
             return c
@@ -469,6 +470,21 @@ def _write(path: str, text) -> bool:
     return True
 
 
+def _outside_kb(kb, directory: str, what: str) -> None:
+    """Refuse a work or output folder inside the KB or its evidence: mkdocs.yml and pages
+    written there would become part of the KB (or be read as entries); and one inside
+    an installed package."""
+    from .load import bundled_kb, evidence_dir
+    if bundled_kb(directory):
+        raise SiteError(f"{directory}: inside the installed package; run kb build from a checkout "
+                        f"or pass --out and --work")
+    real = os.path.realpath(directory)
+    for top in (kb.root, evidence_dir(kb.root)):
+        top = os.path.realpath(top)
+        if real == top or real.startswith(top + os.sep):
+            raise SiteError(f"{directory}: inside the KB ({top}); choose a {what} folder outside it")
+
+
 def _claim(directory: str, marker: str, what: str) -> None:
     """Refuse to fill (and later clean) a non-empty folder this tool did not create."""
     if os.path.isdir(directory) and os.listdir(directory) and not os.path.exists(os.path.join(directory, marker)):
@@ -501,6 +517,7 @@ def generate(kb, work_dir: str, results_path: str | None = None, templates: str 
         raise SiteError(f"{base_config}: not found")
     pages = render_pages(kb, load_results(results_path), templates)
     work_dir = os.path.abspath(work_dir)
+    _outside_kb(kb, work_dir, "work")
     _claim(work_dir, WORK_MARKER, "work")
     write_docs(os.path.join(work_dir, "docs"), pages)
     import yaml
@@ -569,6 +586,7 @@ def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
     work_dir = os.path.abspath(work_dir or default_work_dir())
     if results_path is None:
         results_path = default_results(kb)
+    _outside_kb(kb, out_dir, "output")
     try:
         config_file = generate(kb, work_dir, results_path, templates, base_config)
         _claim(out_dir, SITE_MARKER, "output")
@@ -629,6 +647,8 @@ def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | No
 
     templates = templates or os.path.join(project_root(), "site_templates")
     work_dir = os.path.abspath(work_dir or default_work_dir())
+    host, port = _parse_addr(dev_addr)
+    _check_free(host, port)
     kb = load_kb(kb_root)
     if kb.problems:
         raise SiteError(f"the KB is invalid: {kb.problems[0]} (run `kb check`)")
@@ -660,7 +680,31 @@ def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | No
     thread.start()
     _quiet_mkdocs()
     from mkdocs.commands.serve import serve
+    log(f"kb serve: http://{host if ':' not in host else f'[{host}]'}:{port}/ (Ctrl-C stops)")
     try:
         serve(config_file=config_file, dev_addr=dev_addr, livereload=True)
+    except OSError as exc:
+        raise SiteError(f"cannot serve on {dev_addr}: {exc.strerror or exc}") from None
     finally:
         stop.set()
+
+
+def _parse_addr(dev_addr: str) -> tuple:
+    """(host, port) of HOST:PORT, or SiteError naming what is wrong."""
+    host, sep, port = (dev_addr or "").rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SiteError(f"--dev-addr {dev_addr!r}: expected HOST:PORT with a port from 1 to 65535")
+    return host, int(port)
+
+
+def _check_free(host: str, port: int) -> None:
+    """SiteError in one line if HOST:PORT cannot be listened on (busy, or not this machine's)."""
+    import socket
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
+            sock.bind(infos[0][4])
+    except OSError as exc:
+        raise SiteError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None

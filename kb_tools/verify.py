@@ -771,15 +771,21 @@ def verify_kb(kb, strict: bool = False, quotes=None, packages: PackageTexts | No
 
 # ---------------------------------------------------------------- --fix-lines
 
-def fix_lines(kb, report: Report) -> list:
+def fix_lines(kb, report: Report, refused: list | None = None) -> list:
     """Rewrite the `lines:` value of every wrong-lines quote in place; returns the files changed.
 
     Only the characters of each `lines` value change: comments, key order, quoting and
     layout stay as they were. Each file is written atomically (temp file + rename).
+    A file that cannot be edited safely (YAML anchors or aliases, which would make one
+    edit change several quotes; a file that does not parse; an edit whose result would
+    not load back as the same quotes with the new lines; a folder that cannot be
+    written) is left as it was, and (path, reason) goes to `refused`.
     """
     import yaml
 
-    from .load import write_atomic
+    from .load import _line_loader, read_kb_text, write_atomic
+    _, loader = _line_loader()
+    refused = [] if refused is None else refused
     base = os.path.dirname(kb.root)
     todo = {}
     for d in report.defects:
@@ -788,10 +794,17 @@ def fix_lines(kb, report: Report) -> list:
     changed = []
     for rel, fixes in todo.items():
         path = os.path.join(base, rel)
-        with open(path, encoding="utf-8", newline="") as fh:
-            text = fh.read()
+        try:
+            text = read_kb_text(path)
+            if any(getattr(ev, "anchor", None) or isinstance(ev, yaml.AliasEvent)
+                   for ev in yaml.parse(text, Loader=loader)):
+                refused.append((rel, "it uses YAML anchors or aliases; fix the lines by hand"))
+                continue
+            root = yaml.compose(text, Loader=loader)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            refused.append((rel, f"it cannot be read as YAML ({str(exc).splitlines()[0]})"))
+            continue
         edits = []
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
         items = _mapping_get(root, "quotes")
         for item in (items.value if isinstance(items, yaml.SequenceNode) else []):
             qid = _mapping_get(item, "id")
@@ -807,11 +820,46 @@ def fix_lines(kb, report: Report) -> list:
                 edits.append((node.start_mark.index, node.end_mark.index, new))
         if not edits:
             continue
+        before = text
         for start, end, new in sorted(edits, reverse=True):
             text = text[:start] + new + text[end:]
-        write_atomic(path, text)
+        if not _same_but_lines(before, text, fixes, loader):
+            refused.append((rel, "the edit would not load back as the same quotes; fix the lines by hand"))
+            continue
+        try:
+            write_atomic(path, text)
+        except OSError as exc:
+            refused.append((rel, f"it cannot be written ({exc.strerror or exc})"))
+            continue
         changed.append(rel)
     return changed
+
+
+def _same_but_lines(before: str, after: str, fixes: dict, loader) -> bool:
+    """Whether `after` parses to the quotes of `before` with only the `lines` in `fixes` changed."""
+    import yaml
+
+    def plain(value):
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items() if not str(k).startswith("__")}
+        return [plain(v) for v in value] if isinstance(value, list) else value
+    try:
+        old, new = plain(yaml.load(before, Loader=loader)), plain(yaml.load(after, Loader=loader))
+    except yaml.YAMLError:
+        return False
+    if not (isinstance(old, dict) and isinstance(new, dict) and isinstance(new.get("quotes"), list)
+            and len(old.get("quotes") or []) == len(new["quotes"])):
+        return False
+    for was, now in zip(old["quotes"], new["quotes"]):
+        fix = fixes.get(was.get("id")) if isinstance(was, dict) else None
+        if fix is not None:
+            lines = now.get("lines")
+            if (lines if isinstance(lines, list) else [lines, lines]) != list(fix):
+                return False
+            was, now = {**was, "lines": None}, {**now, "lines": None}
+        if was != now:
+            return False
+    return {k: v for k, v in old.items() if k != "quotes"} == {k: v for k, v in new.items() if k != "quotes"}
 
 
 def _mapping_get(node, key):

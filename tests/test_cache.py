@@ -1,0 +1,146 @@
+"""Caches that cannot lie: a damaged, swapped or hostile cache file costs one rebuild, never a
+traceback, a hang or a wrong answer."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from kb_tools import load
+from kb_tools.search import load_index, search
+from kbfactory import make_kb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def kb_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("KB_NO_CACHE", raising=False)
+    return str(make_kb(tmp_path))
+
+
+def cache_files(tmp_path):
+    return {p.name.split(".")[1]: p for p in (tmp_path / "cache").iterdir()}
+
+
+def top_title(kb_dir):
+    index = load_index(kb_dir)
+    return search(index, "loss flat", limit=1)[0].title
+
+
+def damage(path, how):
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[:len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "flipped":
+        at = data.index(b"Title of alpha-bug") + len("Title of ")
+        path.write_bytes(data[:at] + b"X" + data[at + 1:])  # same length, one byte changed
+    elif how == "appended":
+        path.write_bytes(data + b"\0")
+    elif how == "garbage":
+        path.write_bytes(os.urandom(len(data)))
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "flipped", "appended", "garbage"])
+@pytest.mark.parametrize("name", ["search-index", "kb"])
+def test_a_damaged_cache_is_rebuilt_not_trusted(kb_dir, tmp_path, name, how):
+    assert top_title(kb_dir) == "Title of alpha-bug"
+    assert load.load_kb(kb_dir).entries["alpha-bug"].title == "Title of alpha-bug"
+    path = cache_files(tmp_path)[name]
+    damage(path, how)
+    assert load.load_kb(kb_dir).entries["alpha-bug"].title == "Title of alpha-bug"
+    assert top_title(kb_dir) == "Title of alpha-bug"
+    assert load.read_sealed(str(path)) is not None  # rewritten whole
+
+
+def test_damaged_index_through_the_command_line(kb_dir, tmp_path):
+    env = {**os.environ, "KB_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "kb_tools", "--kb", kb_dir, "search", "loss flat", "--json"]
+    assert subprocess.run(cmd, capture_output=True, env=env, cwd=ROOT).returncode == 0
+    damage(cache_files(tmp_path)["search-index"], "truncated")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    assert r.returncode == 0 and r.stderr == "" and '"alpha-bug"' in r.stdout
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
+def test_a_cache_path_that_is_not_a_file_neither_hangs_nor_breaks(kb_dir, tmp_path, kind):
+    top_title(kb_dir)
+    paths = cache_files(tmp_path)
+    for path in paths.values():
+        path.unlink()
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "dev-zero":
+            path.symlink_to("/dev/zero")
+        else:
+            path.mkdir()
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(
+        title=top_title(kb_dir), kb=load.load_kb(kb_dir).entries["alpha-bug"].title), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "reading the cache hung"
+    assert result == {"title": "Title of alpha-bug", "kb": "Title of alpha-bug"}
+
+
+def test_truncating_the_index_while_it_is_open_is_harmless(kb_dir, tmp_path):
+    index = load_index(kb_dir)  # held open, as a long-lived process would
+    path = cache_files(tmp_path)["search-index"]
+    with open(path, "r+b") as fh:
+        fh.truncate(16)  # in place, not replaced: a mapped file would now raise SIGBUS on access
+    assert search(index, "loss flat", limit=1)[0].id == "alpha-bug"
+    assert search(index, "nan gradient explodes", limit=1)[0].id == "beta-bug"
+
+
+def test_read_regular_caps_size_and_refuses_special_files(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 100)
+    assert load.read_regular(str(path), 100) == b"x" * 100
+    with pytest.raises(ValueError, match="limit"):
+        load.read_regular(str(path), 99)
+    with pytest.raises(OSError):
+        load.read_regular("/dev/zero", 10)
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(OSError):
+        load.read_regular(str(tmp_path / "pipe"), 10)
+
+
+def test_seal_round_trip_and_every_single_byte_change_is_caught(tmp_path):
+    payload = b"KBT2" + bytes(range(256)) * 3
+    path = tmp_path / "c"
+    path.write_bytes(load.seal(payload))
+    assert bytes(load.read_sealed(str(path))) == payload
+    sealed = load.seal(payload)
+    for at in range(0, len(sealed), 7):
+        changed = sealed[:at] + bytes([sealed[at] ^ 0x20]) + sealed[at + 1:]
+        path.write_bytes(changed)
+        assert load.read_sealed(str(path)) is None, at
+    path.write_bytes(sealed)
+    assert load.read_sealed(str(path), prefix=b"KBT1") is None  # another key: stale
+
+
+def test_exclusive_write_lets_exactly_one_of_racing_writers_win(tmp_path):
+    target = str(tmp_path / "one.md")
+    wins, losses = [], []
+
+    def attempt(n):
+        try:
+            load.write_atomic(target, f"writer {n}\n" * 1000, exclusive=True)
+            wins.append(n)
+        except FileExistsError:
+            losses.append(n)
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(losses) == 7
+    assert open(target).read() == f"writer {wins[0]}\n" * 1000
+    assert os.listdir(tmp_path) == ["one.md"]  # no temporary file left behind
