@@ -95,7 +95,7 @@ def test_a_date_in_quote_themes_does_not_break_the_cache(tmp_path):
 
 @pytest.mark.parametrize("lines, message", [
     ("[true, 27]", "must be [first, last]"),
-    ("[9, 400]", "goes past the end of evidence for 'src' (10 lines)"),
+    ("[9, 400]", "goes past the end of evidence for 'src' (11 lines)"),
 ])
 def test_quote_lines_must_be_numbers_inside_the_file(tmp_path, lines, message):
     kb_dir = make_kb(tmp_path)

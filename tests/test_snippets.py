@@ -72,7 +72,7 @@ class SnippetSuite(pytest.File):
                 yield SnippetItem.from_parent(self, name=f"{entry.id}[{device}]", entry=entry, device=device)
 
 
-def write_results(outcomes: dict, path: str = RESULTS_FILE) -> None:
+def write_results(outcomes: dict, path: str | None = None) -> None:
     """Record which devices each snippet passed on, for the docs site (atomic write).
 
     A run of a subset (`-k dead-relu`) updates its own entries and keeps the others' earlier
@@ -81,6 +81,7 @@ def write_results(outcomes: dict, path: str = RESULTS_FILE) -> None:
     import platform
     import torch
 
+    path = path or RESULTS_FILE
     versions = {"torch": torch.__version__, "python": platform.python_version()}
     results = {}
     try:
