@@ -188,11 +188,11 @@ def _dense_parts(kb, records: dict):
     None when numpy or the embedder is unavailable: the index is then lexical
     only, and a later search rebuilds it once they are there (see `load_index`).
     """
-    embedder = _embedder()
     try:
         import numpy as np
     except ImportError:
         return None
+    embedder = _embedder()
     if embedder is None:
         return None
     owners, texts = [], []
@@ -234,7 +234,7 @@ _EMBEDDER = []  # [embedder or None], loaded once per process
 
 
 def _embedder():
-    """The packaged static embedder, or None (numpy or its vectors missing)."""
+    """The packaged static embedder, or None when its files are missing or unreadable."""
     if not _EMBEDDER:
         from . import embed
         _EMBEDDER.append(embed.load())
