@@ -192,7 +192,7 @@ def test_entry_pages_have_every_section_in_order(fixture_site):
         assert [norm(h.text()).rstrip("¶").strip() for h in body.find_all("h2")] == SECTIONS, e.id
         h1 = body.find_all("h1")
         assert len(h1) == 1 and rendered(h1[0].text()).rstrip("¶").strip() == rendered(e.title)
-        items = body.find_all("h3", class_="kb-symptom")
+        items = body.find_all("li", class_="kb-symptom")
         assert [rendered(h.text()) for h in items] == [rendered(s) for s in e.symptoms]
 
 
