@@ -84,6 +84,14 @@ def _fail_if_invalid(problems) -> None:
         raise Failure(f"the KB is invalid: {problems[0]}{more}")
 
 
+def _refuse_bundled(root: str) -> None:
+    """Commands that write into the KB never write into the copy installed with the package."""
+    from .load import bundled_kb
+    if bundled_kb(root):
+        raise Failure(f"{root}: the copy of the KB installed with the package is never written; "
+                      f"run kb from a checkout or pass --kb DIR")
+
+
 def _entry_or_fail(kb, name: str):
     entry = kb.resolve(name)
     if entry is None:
@@ -281,10 +289,7 @@ def cmd_verify(args) -> int:
     report = verify_kb(kb)
     fixed = []
     if args.fix_lines and any(d.kind == "wrong-lines" for d in report.defects):
-        from .load import bundled_kb
-        if bundled_kb(kb.root):
-            raise Failure(f"{kb.root}: the copy of the KB installed with the package is never written; "
-                          f"run kb from a checkout or pass --kb DIR")
+        _refuse_bundled(kb.root)
         refused = []
         fixed = fix_lines(kb, report, refused)
         for rel, reason in refused:
@@ -318,14 +323,12 @@ def cmd_verify(args) -> int:
 def cmd_evidence_add(args) -> int:
     """Cache a web page or local file as a source under evidence/, with provenance."""
     from .evidence import EvidenceError, EvidenceUsage, add_evidence
-    from .load import KBError, bundled_kb, evidence_dir, find_kb_root
+    from .load import KBError, evidence_dir, find_kb_root
     try:
         root = find_kb_root(args.kb)
     except KBError as exc:
         raise Failure(str(exc)) from None
-    if bundled_kb(root):
-        raise Failure(f"{root}: the copy of the KB installed with the package is never written; "
-                      f"run kb from a checkout or pass --kb DIR")
+    _refuse_bundled(root)
     try:
         result = add_evidence(args.target, args.id, evidence_dir(root), title=args.title, author=args.author,
                               published=args.published, url=args.url, coverage=args.coverage,

@@ -458,8 +458,9 @@ def _fuse(lexical: dict, dense: dict) -> dict:
 def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: bool = True) -> list:
     """Hits for `query`, best first; `allowed` restricts to a set of entry positions.
 
-    A query that shares no word with the index ("zebra giraffe") gets no hits;
-    any other gets its best candidates, marked low-confidence when they are.
+    A query with no usable word (stop words, gibberish) gets no hits; any other,
+    even one no entry shares a word with ("zebra giraffe"), gets its best
+    candidates, marked low-confidence when they explain it poorly.
     """
     query = validate_query(query)
     head = index.header
@@ -471,11 +472,9 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: 
     fused = _fuse(lexical, near) if near else {i: v[0] for i, v in lexical.items()}
     ids = head["ids"]
     order = sorted(fused, key=lambda i: (-fused[i], ids[i]))[:limit]
-    if not order:
-        return []
     hits, top = [], None
     for idx in order:
-        score_lex, line, conf_lex = lexical.get(idx, (0.0, None, 0.0))
+        _, line, conf_lex = lexical.get(idx, (0.0, None, 0.0))
         cos, dense_line = near.get(idx, (0.0, None))
         conf_dense = DENSE_CONFIDENCE * (cos - DENSE_FLOOR)
         confidence = max(conf_lex, conf_dense)
@@ -485,8 +484,7 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: 
             top = (confidence, fused[idx])
         # the best hit scores its confidence; the others, that scaled by their fused score
         score = top[0] * fused[idx] / top[1] if top[1] > 0 else 0.0
-        record = shown.get(idx) or index.get(("e", idx))
-        title, symptoms, _ = record
+        title, symptoms, _ = shown.get(idx) or index.get(("e", idx))
         matched = symptoms[line] if symptoms and line is not None and 0 <= line < len(symptoms) else (
             symptoms[0] if symptoms else "")
         hits.append(Hit(ids[idx], title, head["areas"][idx], score, matched,
