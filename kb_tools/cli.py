@@ -10,15 +10,9 @@ import sys
 
 from .model import AREAS
 
+from .util import KBError, UsageError, did_you_mean
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-
-
-class UsageError(Exception):
-    """Wrong arguments: exit 2."""
-
-
-class Failure(Exception):
-    """Not found, invalid KB or a failed check: exit 1."""
 
 
 # ---------------------------------------------------------------- output helpers
@@ -67,11 +61,8 @@ def _print_json(value) -> None:
 
 
 def _load(args, require_clean: bool = True):
-    from .load import KBError, load_kb
-    try:
-        kb = load_kb(args.kb)
-    except KBError as exc:
-        raise Failure(str(exc)) from None
+    from .load import load_kb
+    kb = load_kb(args.kb)
     if require_clean:
         _fail_if_invalid(kb.problems)
     return kb
@@ -81,22 +72,21 @@ def _fail_if_invalid(problems) -> None:
     """An invalid KB stops a command with its first problem, in one line."""
     if problems:
         more = f" (and {len(problems) - 1} more; run `kb check`)" if len(problems) > 1 else ""
-        raise Failure(f"the KB is invalid: {problems[0]}{more}")
+        raise KBError(f"the KB is invalid: {problems[0]}{more}")
 
 
 def _refuse_bundled(root: str) -> None:
     """Commands that write into the KB never write into the copy installed with the package."""
     from .load import bundled_kb
     if bundled_kb(root):
-        raise Failure(f"{root}: the copy of the KB installed with the package is never written; "
+        raise KBError(f"{root}: the copy of the KB installed with the package is never written; "
                       f"run kb from a checkout or pass --kb DIR")
 
 
 def _entry_or_fail(kb, name: str):
     entry = kb.resolve(name)
     if entry is None:
-        from .load import _suggest
-        raise Failure(f"unknown entry '{name}'{_suggest(name, list(kb.entries) + list(kb.aliases))}")
+        raise KBError(f"unknown entry '{name}'{did_you_mean(name, list(kb.entries) + list(kb.aliases))}")
     return entry
 
 
@@ -119,20 +109,13 @@ def cmd_check(args) -> int:
 
 def cmd_search(args) -> int:
     """Rank entries for a symptom query."""
-    from .load import KBError
-    from .search import QueryError, dense_unavailable, load_index, search
+    from .search import dense_unavailable, load_index, search
     query = " ".join(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    try:
-        index = load_index(args.kb, dense=not args.lexical)
-    except KBError as exc:
-        raise Failure(str(exc)) from None
+    index = load_index(args.kb, dense=not args.lexical)
     _fail_if_invalid(index.header["problems"])
-    try:
-        hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
-    except QueryError as exc:
-        raise UsageError(str(exc)) from None
+    hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
     why = None if args.lexical else dense_unavailable(index)
     if why:
         print(f"kb: lexical ranking only: {why}", file=sys.stderr)
@@ -193,7 +176,7 @@ def cmd_run(args) -> int:
     kb = _load(args)
     entry = _entry_or_fail(kb, args.id)
     if importlib.util.find_spec("torch") is None:
-        raise Failure(f"torch is not installed in {sys.executable}; the snippets are tested against "
+        raise KBError(f"torch is not installed in {sys.executable}; the snippets are tested against "
                       f"torch==2.13.0: `{sys.executable} -m pip install torch==2.13.0`")
     env = snippets.child_env(args.device) if args.device else {**os.environ, "PYTHONUNBUFFERED": "1"}
     sys.stdout.flush()
@@ -204,25 +187,21 @@ def cmd_run(args) -> int:
         try:
             proc = subprocess.run(snippets.command(entry, script), cwd=tmp, env=env)
         except OSError as exc:
-            raise Failure(f"cannot start the snippet: {exc.strerror or exc}") from None
+            raise KBError(f"cannot start the snippet: {exc.strerror or exc}") from None
     if proc.returncode != 0:
-        raise Failure(f"the snippet of {entry.id} exited with status {proc.returncode} ({entry.path})")
+        raise KBError(f"the snippet of {entry.id} exited with status {proc.returncode} ({entry.path})")
     return EXIT_OK
 
 
 def cmd_eval(args) -> int:
     """Score the search ranking on labelled queries: hit@1, hit@3, MRR, and each miss."""
-    from .load import KBError
     from .search import build_index, evaluate, load_queries
     kb = _load(args)
     path = args.queries or os.path.join(os.path.dirname(kb.root), "tests", "queries.yaml")
     if not args.queries and not os.path.isfile(path):
-        raise Failure(f"no labelled queries at {path} (they ship with a checkout, not with the package): "
+        raise KBError(f"no labelled queries at {path} (they ship with a checkout, not with the package): "
                       f"pass a file, `kb eval QUERIES.yaml`")
-    try:
-        queries = load_queries(path)
-    except KBError as exc:
-        raise Failure(str(exc)) from None
+    queries = load_queries(path)
     report = evaluate(build_index(kb), queries)
     if args.json:
         _print_json(report)
@@ -253,12 +232,9 @@ def cmd_list(args) -> int:
 
 def cmd_build(args) -> int:
     """Render the KB into pages and build the docs site with mkdocs in strict mode."""
-    from .site import SiteError, build_site
+    from .site import build_site
     kb = _load(args)
-    try:
-        report = build_site(kb, out_dir=args.out, work_dir=args.work, results_path=args.results)
-    except SiteError as exc:
-        raise Failure(str(exc)) from None
+    report = build_site(kb, out_dir=args.out, work_dir=args.work, results_path=args.results)
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -270,13 +246,10 @@ def cmd_build(args) -> int:
 
 def cmd_serve(args) -> int:
     """Preview the docs site with live reload; pages follow edits to the KB."""
-    from .site import SiteError, serve_site
+    from .site import serve_site
     _load(args)  # fail early, in one line, on an invalid KB
-    try:
-        serve_site(args.kb, work_dir=args.work, results_path=args.results, dev_addr=args.dev_addr,
-                   log=lambda msg: print(msg, file=sys.stderr))
-    except SiteError as exc:
-        raise Failure(str(exc)) from None
+    serve_site(args.kb, work_dir=args.work, results_path=args.results, dev_addr=args.dev_addr,
+               log=lambda msg: print(msg, file=sys.stderr))
     return EXIT_OK
 
 
@@ -322,23 +295,15 @@ def cmd_verify(args) -> int:
 
 def cmd_evidence_add(args) -> int:
     """Cache a web page or local file as a source under evidence/, with provenance."""
-    from .evidence import EvidenceError, EvidenceUsage, add_evidence
-    from .load import KBError, evidence_dir, find_kb_root
-    try:
-        root = find_kb_root(args.kb)
-    except KBError as exc:
-        raise Failure(str(exc)) from None
+    from .evidence import add_evidence
+    from .load import evidence_dir, find_kb_root
+    root = find_kb_root(args.kb)
     _refuse_bundled(root)
-    try:
-        result = add_evidence(args.target, args.id, evidence_dir(root), title=args.title, author=args.author,
-                              published=args.published, url=args.url, coverage=args.coverage,
-                              force=args.force, timeout=args.timeout, max_bytes=args.max_bytes,
-                              kind=args.kind, retells={"title": args.retells_title, "author": args.retells_author,
-                                                       "url": args.retells_url})
-    except EvidenceUsage as exc:
-        raise UsageError(str(exc)) from None
-    except EvidenceError as exc:
-        raise Failure(str(exc)) from None
+    result = add_evidence(args.target, args.id, evidence_dir(root), title=args.title, author=args.author,
+                          published=args.published, url=args.url, coverage=args.coverage,
+                          force=args.force, timeout=args.timeout, max_bytes=args.max_bytes,
+                          kind=args.kind, retells={"title": args.retells_title, "author": args.retells_author,
+                                                   "url": args.retells_url})
     if args.json:
         _print_json(result)
     else:
@@ -348,16 +313,11 @@ def cmd_evidence_add(args) -> int:
 
 def cmd_evidence_rehash(args) -> int:
     """Record the current body sha256 of cached sources after a deliberate edit."""
-    from .evidence import EvidenceError, EvidenceUsage, rehash_sources
+    from .evidence import rehash_sources
     kb = _load(args, require_clean=False)
     if not args.ids and not args.all:
         raise UsageError("name the sources to rehash (IDs), or pass --all")
-    try:
-        changed = rehash_sources(kb, args.ids or None)
-    except EvidenceUsage as exc:
-        raise UsageError(str(exc)) from None
-    except EvidenceError as exc:
-        raise Failure(str(exc)) from None
+    changed = rehash_sources(kb, args.ids or None)
     for path, old, new, added in changed:
         print(f"{path}: sha256 {new[:12]} (was {old[:12] if old else 'not recorded'})"
               + ("; a line was added to the front matter: run `kb verify --fix-lines`" if added else ""))
@@ -617,13 +577,10 @@ def main(argv=None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a full disk or closed pipe shows here, not after main returns
         return code
-    except UsageError as exc:
+    except KBError as exc:  # every user-facing failure, mapped to its exit code here and only here
         msg = str(exc)
         print(msg if msg.startswith("kb") else f"kb: {msg}", file=sys.stderr)
-        return EXIT_USAGE
-    except Failure as exc:
-        print(f"kb: {exc}", file=sys.stderr)
-        return EXIT_FAIL
+        return exc.exit_code
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK

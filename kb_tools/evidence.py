@@ -17,7 +17,7 @@ import hashlib
 import os
 import re
 
-from .load import is_kebab_id, write_atomic
+from .util import KBError, UsageError, did_you_mean, is_kebab_id, write_atomic
 
 MAX_BYTES = 5_000_000
 TIMEOUT = 20.0
@@ -27,11 +27,11 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _DROP_TAGS = ("script", "style", "noscript", "template", "svg", "iframe", "nav", "form", "button")
 
 
-class EvidenceError(Exception):
+class EvidenceError(KBError):
     """The source could not be cached (network, size, type, existing file): exit 1."""
 
 
-class EvidenceUsage(EvidenceError):
+class EvidenceUsage(UsageError, EvidenceError):
     """The request itself is wrong (scheme, id): exit 2."""
 
 
@@ -414,8 +414,7 @@ def rehash_sources(kb, ids=None) -> list:
     from .load import body_sha256
     unknown = [i for i in (ids or ()) if i not in kb.sources]
     if unknown:
-        from .load import _suggest
-        raise EvidenceUsage(f"unknown source '{unknown[0]}'{_suggest(unknown[0], kb.sources)}")
+        raise EvidenceUsage(f"unknown source '{unknown[0]}'{did_you_mean(unknown[0], kb.sources)}")
     changed = []
     for sid in (ids or sorted(kb.sources)):
         source = kb.sources[sid]

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
+from . import cache
 from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, SOURCE_KINDS, Entry, Problem, Quote, Source
+from .util import KBError, did_you_mean, is_hex, is_kebab_id, read_regular
 
 CACHE_FORMAT = 8
 
@@ -46,14 +48,6 @@ SYNONYMS_FILE = "synonyms.yaml"
 MAX_FILE_BYTES = 4 << 20
 MAX_TEXT_CHARS, MAX_ITEM_CHARS, MAX_SNIPPET_CHARS = 20_000, 2_000, 200_000
 
-_KEBAB_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
-
-
-def is_kebab_id(name: str) -> bool:
-    """Lower-case letters, digits and single inner hyphens: the form of every id."""
-    return bool(name) and set(name) <= _KEBAB_CHARS and not name.startswith("-") \
-        and not name.endswith("-") and "--" not in name
-
 # field -> (kind, required); kinds: str, list (of str), enum tuple
 ENTRY_FIELDS = {
     "id": ("str", True), "title": ("str", True), "area": (AREAS, True),
@@ -80,11 +74,6 @@ SOURCE_FIELDS = {
 RETELLS_FIELDS = ("title", "author", "url")
 EVIDENCE_FIELDS = ("quote", "supports")
 SUPPORTS_MAX = 200  # characters: `supports` is one short line
-_HEX = frozenset("0123456789abcdef")
-
-
-class KBError(Exception):
-    """A problem that stops a command before it can do anything (bad path, broken KB)."""
 
 
 # ---------------------------------------------------------------- locating
@@ -137,7 +126,7 @@ def kb_folders(root: str) -> tuple:
             (evidence_dir(root), EVIDENCE_FILES))
 
 
-def _files(top: str, suffixes: tuple, skipped: list | None = None) -> list:
+def scan_files(top: str, suffixes: tuple, skipped: list | None = None) -> list:
     """Paths of the files under `top` with one of `suffixes`, sorted, hidden ones skipped."""
     return [entry.path for entry in _scan(top, suffixes, skipped=skipped)]
 
@@ -184,19 +173,6 @@ def _scan(top: str, suffixes: tuple, found: list | None = None, skipped: list | 
 
 # ---------------------------------------------------------------- caching
 
-def cache_dir() -> str:
-    """Where every cache lives: $KB_CACHE_DIR, else $XDG_CACHE_HOME/kb-tools, else ~/.cache/kb-tools."""
-    return os.environ.get("KB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kb-tools")
-
-
-def _cache_path(kb_root: str, name: str) -> str:
-    base = cache_dir()
-    import zlib  # not hashlib: a name clash only costs a rebuild, since the stored key holds every path
-    key = f"{zlib.crc32(kb_root.encode()):08x}{zlib.adler32(kb_root.encode()):08x}"
-    return os.path.join(base, f"{key}.{name}.marshal")
-
-
 def stat_key(path_or_entry) -> tuple:
     """What changes when a file is written (a write always moves ctime); (path, None) if missing."""
     path = getattr(path_or_entry, "path", path_or_entry)
@@ -215,184 +191,25 @@ def kb_signature(root: str) -> tuple:
     return tuple(sig)
 
 
-def _caching() -> bool:
-    return not os.environ.get("KB_NO_CACHE")
-
-
-def _read_cache(path: str, key):
-    """The value stored under `key`, or None when absent, damaged or stale."""
-    import marshal
-    data = read_sealed(path)
-    if data is None:
-        return None
-    try:
-        stored_key, value = marshal.loads(data)
-        return value if stored_key == key else None
-    except (EOFError, ValueError, TypeError):
-        return None
-
-
-def _write_cache(path: str, key, value) -> None:
-    import marshal
-    try:
-        data = marshal.dumps((key, value))
-    except ValueError:  # a value marshal cannot hold: no cache, never a failed command
-        return
-    _write_bytes(path, seal(data))
-
-
-# A cache file is: magic, payload length, crc32 of the payload, payload. The checksum is of
-# what was written and is checked on every read, so a truncated, overwritten or bit-flipped
-# cache is rebuilt instead of trusted (crc32, not a cryptographic hash: the cache guards
-# against damage, and anyone who can write the cache folder can also write the KB).
-_SEAL_MAGIC = b"KBS1"
-_SEAL_HEAD = len(_SEAL_MAGIC) + 12
-MAX_CACHE_BYTES = 1 << 30
-
-
-def seal(payload: bytes) -> bytes:
-    """`payload` framed with its length and checksum, for read_sealed."""
-    import zlib
-    return b"".join([_SEAL_MAGIC, len(payload).to_bytes(8, "little"),
-                     zlib.crc32(payload).to_bytes(4, "little"), payload])
-
-
-def read_regular(path: str, limit: int) -> bytes:
-    """The bytes of the regular file at `path`, at most `limit` of them.
-
-    Opened without blocking and checked with fstat before reading, so a FIFO,
-    a device such as /dev/zero or a folder raises OSError instead of hanging or
-    filling memory; a file larger than `limit` raises ValueError.
-    """
-    import stat
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"not a regular file: {path}")
-        if st.st_size > limit:
-            raise ValueError(f"{st.st_size} bytes, more than the limit of {limit}")
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, max(st.st_size + 1, 65536)))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:
-            raise ValueError(f"more than the limit of {limit} bytes")
-        return data
-    finally:
-        os.close(fd)
-
-
-def read_sealed(path: str, prefix: bytes = b""):
-    """The payload of a file written as `seal(payload)`, or None when the file is missing,
-    not a regular file, too large, or does not hold exactly what was written. When
-    `prefix` is given, a payload that does not start with it is None before any checksum."""
-    import zlib
-    try:
-        data = read_regular(path, MAX_CACHE_BYTES)
-    except (OSError, ValueError):
-        return None
-    if len(data) < _SEAL_HEAD or data[:len(_SEAL_MAGIC)] != _SEAL_MAGIC:
-        return None
-    if int.from_bytes(data[4:12], "little") != len(data) - _SEAL_HEAD:
-        return None
-    payload = memoryview(data)[_SEAL_HEAD:]
-    if payload[:len(prefix)] != prefix:
-        return None  # stale: skip the checksum
-    if zlib.crc32(payload) != int.from_bytes(data[12:16], "little"):
-        return None
-    return payload
-
-
-def write_atomic(path: str, data, exclusive: bool = False) -> None:
-    """Replace `path` with `data` (str, written as UTF-8, or bytes): readers see the old file or
-    the new one, never half of one. An existing file keeps its permissions. Raises OSError.
-    With `exclusive`, `path` must not exist yet (FileExistsError otherwise): of two writers
-    racing to create it, exactly one succeeds, and the file appears complete."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    # A fresh name, created exclusively: two writers (threads or processes) never share a
-    # temporary file, and a link or FIFO planted at that name is never followed.
-    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-    try:
-        with open(fd, "wb") as fh:
-            fh.write(data)
-        try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        except OSError:
-            pass  # a new file: the default permissions
-        if exclusive:
-            os.link(tmp, path)  # fails if `path` exists, atomically
-            os.remove(tmp)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _write_bytes(path: str, data: bytes) -> None:
-    """A cache file, atomically; an unwritable cache only costs speed."""
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_atomic(path, data)
-    except OSError:
-        pass
-
-
 def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
     """Load and validate the KB at `kb_root` (see find_kb_root), from cache when unchanged."""
     root = find_kb_root(kb_root)
-    if not use_cache or not _caching():
+    if not use_cache or not cache.enabled():
         return _parse(root, evidence_dir(root))
     signature = kb_signature(root)
-    path = _cache_path(root, "kb")
-    data = _read_cache(path, signature)
+    path = cache.path_for(root, "kb")
+    data = cache.read_value(path, signature)
     if data is not None:
         try:
             return _from_plain(root, data)
         except (KeyError, TypeError, ValueError):
             pass  # written by an older layout: rebuild
     kb = _parse(root, evidence_dir(root))
-    _write_cache(path, signature, _to_plain(kb))
+    cache.write_value(path, signature, _to_plain(kb))
     return kb
 
 
-class Table:
-    """A header plus records that are decoded only when asked for.
-
-    A large KB's search index is mostly postings and symptom lines that one
-    query never touches; keeping each record as its own marshal blob makes
-    opening the index cost one read, one checksum and the header alone.
-    """
-
-    __slots__ = ("header", "_records", "_blob", "_offsets")
-
-    def __init__(self, header: dict, records: dict | None = None, blob=None, offsets: dict | None = None):
-        self.header, self._records, self._blob, self._offsets = header, records, blob, offsets
-
-    def get(self, key, default=None):
-        if self._records is not None:
-            return self._records.get(key, default)
-        span = self._offsets.get(key)
-        if span is None:
-            return default
-        import marshal
-        return marshal.loads(self._blob[span[0]:span[1]])
-
-
-_TABLE_MAGIC = b"KBT2"
-
-
-def cached_table(kb_root: str | None, name: str, version: int, build) -> Table:
+def cached_table(kb_root: str | None, name: str, version: int, build) -> cache.Table:
     """`Table(*build(kb))` for the KB at `kb_root`, cached until any KB file changes.
 
     For data derived from the whole KB (the search index) that a command needs
@@ -404,53 +221,16 @@ def cached_table(kb_root: str | None, name: str, version: int, build) -> Table:
     """
     import marshal
     root = find_kb_root(kb_root)
-    if not _caching():
-        return Table(*build(load_kb(root, use_cache=False)))
+    if not cache.enabled():
+        return cache.Table(*build(load_kb(root, use_cache=False)))
     key = marshal.dumps((version, kb_signature(root)))
-    path = _cache_path(root, name)
-    table = _open_table(path, key)
+    path = cache.path_for(root, name)
+    table = cache.open_table(path, key)
     if table is None:
         header, records = build(load_kb(root))
-        _write_table(path, key, header, records)
-        table = Table(header, records)
+        cache.write_table(path, key, header, records)
+        table = cache.Table(header, records)
     return table
-
-
-def _open_table(path: str, key: bytes) -> Table | None:
-    """The table in `path` if it was written for `key` and is intact, else None.
-
-    Read into memory, not mapped: a mapped file that another process truncates
-    kills the reader with SIGBUS, and the checksum has to read every byte anyway.
-    """
-    import marshal
-    prefix = _TABLE_MAGIC + len(key).to_bytes(8, "little") + key
-    blob = read_sealed(path, prefix)
-    if blob is None:
-        return None
-    try:
-        at = len(prefix)
-        head_len = int.from_bytes(blob[at:at + 8], "little")
-        header, offsets = marshal.loads(blob[at + 8:at + 8 + head_len])
-        base = at + 8 + head_len
-        return Table(header, blob=blob[base:], offsets=offsets)
-    except (ValueError, EOFError, TypeError):
-        return None
-
-
-def _write_table(path: str, key: bytes, header: dict, records: dict) -> None:
-    import marshal
-    chunks, offsets, at = [], {}, 0
-    try:
-        for record_key, value in records.items():
-            data = marshal.dumps(value)
-            offsets[record_key] = (at, at + len(data))
-            chunks.append(data)
-            at += len(data)
-        head = marshal.dumps((header, offsets))
-    except ValueError:  # not marshal-able: serve from memory, cache nothing
-        return
-    _write_bytes(path, seal(b"".join([_TABLE_MAGIC, len(key).to_bytes(8, "little"), key,
-                                      len(head).to_bytes(8, "little"), head, *chunks])))
 
 
 def _to_plain(kb: KB) -> dict:
@@ -476,7 +256,7 @@ def _from_plain(root: str, data: dict) -> KB:
 
 # ---------------------------------------------------------------- parsing
 
-def _line_loader():
+def yaml_line_loader():
     """A YAML loader (libyaml when available) that records the line of every mapping key."""
     import yaml
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -507,12 +287,6 @@ def _line_loader():
             return mapping
 
     return yaml, LineLoader
-
-
-def _suggest(name: str, choices) -> str:
-    import difflib
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 class _Collector:
@@ -547,7 +321,7 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
         if field.startswith("__"):
             continue
         if field not in spec:
-            col.add(path, at(field), "KB005", field, f"unknown {kind} field{_suggest(field, spec)}")
+            col.add(path, at(field), "KB005", field, f"unknown {kind} field{did_you_mean(field, spec)}")
             continue
         expected = spec[field][0]
         bad.add(field)
@@ -569,7 +343,7 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
         elif expected == "mapping" and not isinstance(value, dict):
             col.add(path, at(field), "KB004", field, "must be a mapping of fields")
         elif isinstance(expected, tuple) and not (isinstance(value, str) and value in expected):
-            hint = _suggest(value, expected) if isinstance(value, str) else ""
+            hint = did_you_mean(value, expected) if isinstance(value, str) else ""
             col.add(path, at(field), "KB008", field,
                     f"'{_shown(value)}' is not one of: {', '.join(expected)}{hint}")
         else:
@@ -625,7 +399,7 @@ def _read_yaml(path, col, yaml, loader):
 
 
 def _parse(root: str, ev_dir: str) -> KB:
-    yaml, loader = _line_loader()
+    yaml, loader = yaml_line_loader()
     col = _Collector(os.path.dirname(root))
     sources = _parse_sources(ev_dir, col, yaml, loader)
     quotes = _parse_quotes(root, sources, col, yaml, loader)
@@ -656,7 +430,7 @@ def _parse_synonyms(path, col, yaml, loader) -> list:
 
 def _parse_sources(ev_dir, col, yaml, loader) -> dict:
     sources = {}
-    for path in _files(ev_dir, EVIDENCE_FILES, col.skipped):
+    for path in scan_files(ev_dir, EVIDENCE_FILES, col.skipped):
         rel = col.rel(path)
         sid = os.path.splitext(os.path.basename(path))[0]
         try:
@@ -695,11 +469,6 @@ def _front_matter_lines(head: list) -> dict:
     """The file line of each top-level front-matter key (front matter starts on line 2)."""
     return {line.split(":", 1)[0]: n for n, line in enumerate(head, 2)
             if line[:1].isalpha() and ":" in line}
-
-
-def is_hex(value, digits: int) -> bool:
-    """`value` is exactly `digits` lower-case hex digits (a git commit is 40, a sha256 64)."""
-    return isinstance(value, str) and len(value) == digits and set(value) <= _HEX
 
 
 def _check_provenance(meta: dict, rel: str, lines: dict, col: _Collector):
@@ -762,7 +531,7 @@ def body_sha256(data: bytes, body_line: int) -> str:
 
 def _parse_quotes(root, sources, col, yaml, loader) -> dict:
     quotes = {}
-    for path in _files(os.path.join(root, "quotes"), YAML_FILES, col.skipped):
+    for path in scan_files(os.path.join(root, "quotes"), YAML_FILES, col.skipped):
         rel = col.rel(path)
         data = _read_yaml(path, col, yaml, loader)
         if data is None:
@@ -787,7 +556,7 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
             src = item.get("source") if "source" not in bad else None
             if isinstance(src, str) and src not in sources:
                 col.add(rel, item["__lines__"].get("source", line), "KB014", "source",
-                        f"unknown source '{src}'{_suggest(src, sources)}")
+                        f"unknown source '{src}'{did_you_mean(src, sources)}")
             lines, obj = item.get("lines"), item.get("object")
             if isinstance(lines, int) and not isinstance(lines, bool):
                 lines = [lines, lines]
@@ -818,7 +587,7 @@ def _parse_quotes(root, sources, col, yaml, loader) -> dict:
 def _parse_entries(root, quotes, col, yaml, loader) -> dict:
     entries = {}
     entries_dir = os.path.join(root, "entries")
-    for path in _files(entries_dir, YAML_FILES, col.skipped):
+    for path in scan_files(entries_dir, YAML_FILES, col.skipped):
         rel = col.rel(path)
         data = _read_yaml(path, col, yaml, loader)
         if data is None:
@@ -894,7 +663,7 @@ def _citations(data: dict, rel: str, col: _Collector) -> list:
                 continue
             if key not in EVIDENCE_FIELDS:
                 col.add(rel, item["__lines__"].get(key, at), "KB005", "evidence",
-                        f"unknown citation field '{key}'{_suggest(str(key), EVIDENCE_FIELDS)}")
+                        f"unknown citation field '{key}'{did_you_mean(str(key), EVIDENCE_FIELDS)}")
         qid, supports = item.get("quote"), item.get("supports")
         if not (isinstance(qid, str) and qid.strip()):
             col.add(rel, at, "KB023", "evidence", "an item needs `quote:` naming a quote id")
@@ -920,13 +689,13 @@ def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
         items = e.lines["__items__"]
         for ref, line in zip(e.see_also, items.get("see_also", [])):
             if ref not in entries:
-                col.add(e.path, line, "KB010", "see_also", f"unknown entry '{ref}'{_suggest(ref, entries)}")
+                col.add(e.path, line, "KB010", "see_also", f"unknown entry '{ref}'{did_you_mean(ref, entries)}")
             elif ref == e.id:
                 col.add(e.path, line, "KB010", "see_also", f"'{ref}' is this entry itself")
         for cite in e.evidence:
             ref = cite["quote"]
             if ref not in quotes:
-                col.add(e.path, cite["line"], "KB011", "evidence", f"unknown quote '{ref}'{_suggest(ref, quotes)}")
+                col.add(e.path, cite["line"], "KB011", "evidence", f"unknown quote '{ref}'{did_you_mean(ref, quotes)}")
         own = set()
         for alias, line in zip(e.aliases, items.get("aliases", [])):
             key = alias.lower()

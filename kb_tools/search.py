@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+from .util import UsageError
+
 MAX_QUERY_CHARS = 10_000
 MAX_CORRECTED_WORD = 48    # longer words are not typos: their one-edit variants alone would cost seconds
 INDEX_VERSION = 8
@@ -211,7 +213,7 @@ def _dense_parts(kb, records: dict):
 
 def build_index(kb):
     """The search index of an already loaded KB, in memory (for tests and evaluation)."""
-    from .load import Table
+    from .cache import Table
     return Table(*index_parts(kb))
 
 
@@ -309,7 +311,7 @@ def correct(word: str, vocab: dict, idf: dict) -> list:
 
 # ---------------------------------------------------------------- ranking
 
-class QueryError(ValueError):
+class QueryError(UsageError):
     """The query itself is unusable (empty, or too long to be a query)."""
 
 
@@ -549,7 +551,7 @@ def rank_fuzzy(entries, query: str, limit: int = 10) -> list:
 def load_queries(path: str) -> list:
     """Labelled queries: a list of {query, expect: [ids, best first], kind}."""
     import yaml
-    from .load import KBError
+    from .util import KBError
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)

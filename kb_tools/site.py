@@ -27,8 +27,8 @@ import os
 import re
 import time
 
-from .load import write_atomic
 from .model import AREAS
+from .util import KBError, write_atomic
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_NAME = os.path.join("artifacts", "snippet-results.json")
@@ -68,7 +68,7 @@ _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 
 
-class SiteError(Exception):
+class SiteError(KBError):
     """The site cannot be generated or built; the message says why, in one line."""
 
 
@@ -632,9 +632,9 @@ def _unwritable(exc: OSError) -> SiteError:
 
 def _watched(kb_root: str, templates: str, results_path: str) -> tuple:
     """Changes when the KB, its evidence, a template or the snippet results change."""
-    from .load import _files, kb_signature, stat_key
+    from .load import kb_signature, scan_files, stat_key
     return (kb_signature(kb_root),
-            tuple(stat_key(p) for p in _files(templates, (".j2", ".css", ".js")) + [results_path]))
+            tuple(stat_key(p) for p in scan_files(templates, (".j2", ".css", ".js")) + [results_path]))
 
 
 def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | None = None,

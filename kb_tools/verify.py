@@ -352,7 +352,7 @@ class PackageTexts:
             return
         import json
 
-        from .load import write_atomic
+        from .util import write_atomic
         for package in self._dirty:
             try:
                 os.makedirs(self.cache_dir, exist_ok=True)
@@ -457,8 +457,8 @@ class Context:
 
 def _cache_dir(kb_root: str) -> str | None:
     """Where package texts are cached: the loader's cache directory (KB_NO_CACHE: nowhere)."""
-    from .load import _caching, cache_dir
-    return cache_dir() if _caching() else None
+    from . import cache
+    return cache.cache_dir() if cache.enabled() else None
 
 
 def _span_text(p: Passage, start: int, end: int, limit: int = 24) -> str:
@@ -575,8 +575,8 @@ def check_quote(quote, ctx: Context):
 
     source = kb.sources.get(quote.source) if isinstance(quote.source, str) else None
     if source is None:
-        from .load import _suggest
-        hint = _suggest(str(quote.source), kb.sources)
+        from .util import did_you_mean
+        hint = did_you_mean(str(quote.source), kb.sources)
         return defect("unknown-source", f"no cached source '{quote.source}' (evidence/{quote.source}.md "
                                         f"does not exist){hint}")
     if quote.author is not None and quote.author != source.author:
@@ -783,8 +783,9 @@ def fix_lines(kb, report: Report, refused: list | None = None) -> list:
     """
     import yaml
 
-    from .load import _line_loader, read_kb_text, write_atomic
-    _, loader = _line_loader()
+    from .load import read_kb_text, yaml_line_loader
+    from .util import write_atomic
+    _, loader = yaml_line_loader()
     refused = [] if refused is None else refused
     base = os.path.dirname(kb.root)
     todo = {}

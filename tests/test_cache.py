@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from kb_tools import load
+from kb_tools import cache, load, util
 from kb_tools.search import load_index, search
 from kbfactory import make_kb
 
@@ -56,7 +56,7 @@ def test_a_damaged_cache_is_rebuilt_not_trusted(kb_dir, tmp_path, name, how):
     damage(path, how)
     assert load.load_kb(kb_dir).entries["alpha-bug"].title == "Title of alpha-bug"
     assert top_title(kb_dir) == "Title of alpha-bug"
-    assert load.read_sealed(str(path)) is not None  # rewritten whole
+    assert cache.read_sealed(str(path)) is not None  # rewritten whole
 
 
 def test_damaged_index_through_the_command_line(kb_dir, tmp_path):
@@ -101,28 +101,28 @@ def test_truncating_the_index_while_it_is_open_is_harmless(kb_dir, tmp_path):
 def test_read_regular_caps_size_and_refuses_special_files(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(b"x" * 100)
-    assert load.read_regular(str(path), 100) == b"x" * 100
+    assert util.read_regular(str(path), 100) == b"x" * 100
     with pytest.raises(ValueError, match="limit"):
-        load.read_regular(str(path), 99)
+        util.read_regular(str(path), 99)
     with pytest.raises(OSError):
-        load.read_regular("/dev/zero", 10)
+        util.read_regular("/dev/zero", 10)
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(OSError):
-        load.read_regular(str(tmp_path / "pipe"), 10)
+        util.read_regular(str(tmp_path / "pipe"), 10)
 
 
 def test_seal_round_trip_and_every_single_byte_change_is_caught(tmp_path):
     payload = b"KBT2" + bytes(range(256)) * 3
     path = tmp_path / "c"
-    path.write_bytes(load.seal(payload))
-    assert bytes(load.read_sealed(str(path))) == payload
-    sealed = load.seal(payload)
+    path.write_bytes(cache.seal(payload))
+    assert bytes(cache.read_sealed(str(path))) == payload
+    sealed = cache.seal(payload)
     for at in range(0, len(sealed), 7):
         changed = sealed[:at] + bytes([sealed[at] ^ 0x20]) + sealed[at + 1:]
         path.write_bytes(changed)
-        assert load.read_sealed(str(path)) is None, at
+        assert cache.read_sealed(str(path)) is None, at
     path.write_bytes(sealed)
-    assert load.read_sealed(str(path), prefix=b"KBT1") is None  # another key: stale
+    assert cache.read_sealed(str(path), prefix=b"KBT1") is None  # another key: stale
 
 
 def test_exclusive_write_lets_exactly_one_of_racing_writers_win(tmp_path):
@@ -131,7 +131,7 @@ def test_exclusive_write_lets_exactly_one_of_racing_writers_win(tmp_path):
 
     def attempt(n):
         try:
-            load.write_atomic(target, f"writer {n}\n" * 1000, exclusive=True)
+            util.write_atomic(target, f"writer {n}\n" * 1000, exclusive=True)
             wins.append(n)
         except FileExistsError:
             losses.append(n)

@@ -218,7 +218,7 @@ def test_shipped_kb_is_clean():
 
 
 def test_write_atomic_keeps_permissions_and_leaves_no_temp_file(tmp_path):
-    from kb_tools.load import write_atomic
+    from kb_tools.util import write_atomic
     path = tmp_path / "quotes.yaml"
     path.write_text("old\n")
     path.chmod(0o640)

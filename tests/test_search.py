@@ -91,7 +91,7 @@ def test_vague_query_prefers_first_hour_triage():
                                   "queries:\n  - {query: loss, expect: [[a]]}\n",
                                   b"\xff\xfe not utf-8"])
 def test_bad_queries_file_is_a_kb_error(tmp_path, text):
-    from kb_tools.load import KBError
+    from kb_tools.util import KBError
     path = tmp_path / "q.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(KBError, match="q.yaml"):

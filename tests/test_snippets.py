@@ -11,7 +11,8 @@ import os
 import pytest
 
 from kb_tools import snippets
-from kb_tools.load import load_kb, write_atomic
+from kb_tools.load import load_kb
+from kb_tools.util import write_atomic
 
 RESULTS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "artifacts", "snippet-results.json")
 

@@ -2,7 +2,7 @@
 byte for byte, and never writes YAML that does not load back as the same quotes."""
 from __future__ import annotations
 
-from kb_tools import cli, load
+from kb_tools import cli, load, util
 from test_verify import QUOTE_FILE, make_kb
 
 
@@ -39,7 +39,7 @@ def test_fix_lines_in_a_folder_that_cannot_be_written(tmp_path, capsys, monkeypa
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(load, "write_atomic", read_only)
+    monkeypatch.setattr(util, "write_atomic", read_only)
     assert cli.main(["--kb", str(kb_dir), "verify", "--fix-lines"]) == 1
     err = capsys.readouterr().err
     assert "did not fix lines in kb/quotes/guide.yaml: it cannot be written (Permission denied)" in err
@@ -48,7 +48,7 @@ def test_fix_lines_in_a_folder_that_cannot_be_written(tmp_path, capsys, monkeypa
 
 def test_an_edit_is_written_only_if_it_loads_back_with_nothing_but_lines_changed():
     from kb_tools.verify import _same_but_lines
-    _, loader = load._line_loader()
+    _, loader = load.yaml_line_loader()
     fixed = QUOTE_FILE.replace("lines: [40, 41]     # stale", "lines: [12, 12]     # stale")
     assert _same_but_lines(QUOTE_FILE, fixed, {"flow": (12, 12)}, loader)
     assert not _same_but_lines(QUOTE_FILE, fixed, {"flow": (12, 13)}, loader)

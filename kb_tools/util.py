@@ -1,0 +1,106 @@
+"""Small helpers shared by every command: the error type users see, safe file reads and
+writes, did-you-mean suggestions and the id and hash forms.
+
+Kept free of heavy imports: `kb search` loads this module on its start-up path.
+"""
+from __future__ import annotations
+
+import os
+
+
+class KBError(Exception):
+    """A failure the user can act on: `kb` prints it as one line on stderr and exits with
+    `exit_code` (1: not found, invalid KB, a failed check), never with a traceback."""
+
+    exit_code = 1
+
+
+class UsageError(KBError):
+    """The command was called wrongly (a bad option value, an empty query): exit 2."""
+
+    exit_code = 2
+
+
+_KEBAB_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+
+def is_kebab_id(name: str) -> bool:
+    """Lower-case letters, digits and single inner hyphens: the form of every id."""
+    return bool(name) and set(name) <= _KEBAB_CHARS and not name.startswith("-") \
+        and not name.endswith("-") and "--" not in name
+
+
+HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def is_hex(value, digits: int) -> bool:
+    """`value` is exactly `digits` lower-case hex digits (a git commit is 40, a sha256 64)."""
+    return isinstance(value, str) and len(value) == digits and set(value) <= HEX_DIGITS
+
+
+def did_you_mean(name: str, choices) -> str:
+    """" (did you mean 'x'?)" for the closest of `choices`, or "" when none is close."""
+    import difflib
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def read_regular(path: str, limit: int) -> bytes:
+    """The bytes of the regular file at `path`, at most `limit` of them.
+
+    Opened without blocking and checked with fstat before reading, so a FIFO,
+    a device such as /dev/zero or a folder raises OSError instead of hanging or
+    filling memory; a file larger than `limit` raises ValueError.
+    """
+    import stat
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"not a regular file: {path}")
+        if st.st_size > limit:
+            raise ValueError(f"{st.st_size} bytes, more than the limit of {limit}")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, max(st.st_size + 1, 65536)))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise ValueError(f"more than the limit of {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str, data, exclusive: bool = False) -> None:
+    """Replace `path` with `data` (str, written as UTF-8, or bytes): readers see the old file or
+    the new one, never half of one. An existing file keeps its permissions. Raises OSError.
+    With `exclusive`, `path` must not exist yet (FileExistsError otherwise): of two writers
+    racing to create it, exactly one succeeds, and the file appears complete."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    # A fresh name, created exclusively: two writers (threads or processes) never share a
+    # temporary file, and a link or FIFO planted at that name is never followed.
+    tmp = f"{path}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        with open(fd, "wb") as fh:
+            fh.write(data)
+        try:
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        except OSError:
+            pass  # a new file: the default permissions
+        if exclusive:
+            os.link(tmp, path)  # fails if `path` exists, atomically
+            os.remove(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
