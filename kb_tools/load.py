@@ -12,37 +12,11 @@ import os
 import sys
 
 from . import cache
-from .model import AREAS, KB, LAUNCHERS, SNIPPET_KINDS, SOURCE_KINDS, Entry, Problem, Quote, Source
+from .model import AREAS, KB, LAUNCHERS, SITE_PAGES, SNIPPET_KINDS, SOURCE_KINDS, Entry, Problem, Quote, Source
 from .util import KBError, did_you_mean, is_hex, is_kebab_id, read_regular
 
 CACHE_FORMAT = 8
 
-# Stable problem codes, one sentence each (listed in CONTRIBUTING.md; a test keeps both in step).
-CODES = {
-    "KB001": "The file is not valid YAML (a duplicate key included), or cannot be read: not a regular file, too large, not UTF-8.",
-    "KB002": "The file's top level has the wrong shape (an entry is a mapping; a quote file maps `quotes` to a list).",
-    "KB003": "A required field is missing.",
-    "KB004": "A field has the wrong type, is empty or is too long.",
-    "KB005": "A field name is not part of the schema (often a typo).",
-    "KB006": "An entry's `id` differs from its file name.",
-    "KB007": "Two entries or two quotes share an id.",
-    "KB008": "A field holds a value outside its allowed set (area, snippet_kind, launch, coverage, kind).",
-    "KB009": "An entry sits in a folder other than its `area`.",
-    "KB010": "`see_also` names an entry that does not exist, or the entry itself.",
-    "KB011": "`evidence` names a quote that does not exist.",
-    "KB012": "An alias is used by two entries, equals an entry's id (its own included), or is listed twice.",
-    "KB013": "An entry lists fewer than three symptoms.",
-    "KB014": "A quote names a source that has no file under evidence/.",
-    "KB015": "A quote's citation is malformed: `lines` must be [first, last] within the file, or `object` a dotted path, not both.",
-    "KB016": "A file under evidence/ has no front matter between `---` lines.",
-    "KB017": "An id is not kebab-case (lower-case letters, digits and single hyphens).",
-    "KB018": "A diagnostic snippet has no `snippet_note` saying why the bug itself is not reproduced.",
-    "KB019": "`synonyms.yaml` is not a mapping of `groups` to lists of two or more words or phrases.",
-    "KB020": "A secondary source has no `retells` (title, author, url of the work it retells), or a primary source has one.",
-    "KB021": "A source's provenance is incomplete: `repo` needs `commit` and `path`, and a web page needs `retrieved`.",
-    "KB022": "A provenance value is malformed: `repo` is owner/name, `commit` 40 hex digits, `sha256` 64 hex digits.",
-    "KB023": "An `evidence` item is not a mapping of `quote` (an id) and `supports` (one line saying why it backs the entry).",
-}
 SYNONYMS_FILE = "synonyms.yaml"
 # Size caps: a KB file, one text field, one list item (a symptom, a tag), a snippet.
 MAX_FILE_BYTES = 4 << 20
@@ -433,6 +407,10 @@ def _parse_sources(ev_dir, col, yaml, loader) -> dict:
     for path in scan_files(ev_dir, EVIDENCE_FILES, col.skipped):
         rel = col.rel(path)
         sid = os.path.splitext(os.path.basename(path))[0]
+        if not is_kebab_id(sid):
+            col.add(rel, 1, "KB017", "id", f"'{sid}' (the file name is the source id) is not kebab-case")
+        elif sid == "index":
+            col.add(rel, 1, "KB024", "id", "'index' is the site's page listing the sources; rename the file")
         try:
             text = read_regular(path, MAX_FILE_BYTES).decode("utf-8", errors="replace")
         except ValueError as exc:
@@ -607,6 +585,9 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             if not is_kebab_id(eid):
                 col.add(rel, lines["id"], "KB017", "id", f"'{eid}' is not kebab-case")
         eid = stem
+        if eid == "index":
+            col.add(rel, lines.get("id", 1), "KB024", "id", "'index' is the site's page listing the entries; "
+                                                            "choose another id")
         if eid in entries:
             col.add(rel, 1, "KB007", "id", f"duplicate entry id '{eid}' (first in {entries[eid].path})")
             continue
@@ -682,6 +663,14 @@ def _citations(data: dict, rel: str, col: _Collector) -> list:
     return good
 
 
+_URL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def url_safe(name: str) -> bool:
+    """Whether `name` can be a page of the site as it is: letters, digits, '.', '_' and '-'."""
+    return bool(name) and set(name) <= _URL_CHARS and name not in (".", "..")
+
+
 def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
     """see_also, evidence and aliases can only be checked once every file is read."""
     owner = {}
@@ -699,6 +688,11 @@ def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
         own = set()
         for alias, line in zip(e.aliases, items.get("aliases", [])):
             key = alias.lower()
+            if not url_safe(alias):
+                col.add(e.path, line, "KB024", "aliases", f"alias '{alias}' cannot be a page name (the site serves "
+                                                          f"/ALIAS/): use letters, digits, '.', '_' and '-' only")
+            elif key in SITE_PAGES:
+                col.add(e.path, line, "KB024", "aliases", f"alias '{alias}' is the name of the site's own /{key}/ page")
             if key == e.id:
                 col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is this entry's own id")
             elif key in own:

@@ -15,6 +15,64 @@ LAUNCHERS = ("python", "torchrun")
 SOURCE_KINDS = ("primary", "secondary")
 
 
+# Every diagnostic `kb check` and `kb verify` print, by stable code: (name, what it means).
+# This is the one list: the loader and the verifier refuse a code that is not here, and
+# CONTRIBUTING.md's tables are generated from it (`python scripts/generate_docs.py`).
+CHECK_CODES = {
+    "KB001": ("unreadable-file", "The file is not valid YAML (a duplicate key included), or cannot be read: not a regular file, too large, not UTF-8."),
+    "KB002": ("wrong-shape", "The file's top level has the wrong shape (an entry is a mapping; a quote file maps `quotes` to a list)."),
+    "KB003": ("missing-field", "A required field is missing."),
+    "KB004": ("bad-value", "A field has the wrong type, is empty or is too long."),
+    "KB005": ("unknown-field", "A field name is not part of the schema (often a typo)."),
+    "KB006": ("id-not-file-name", "An entry's `id` differs from its file name."),
+    "KB007": ("duplicate-id", "Two entries or two quotes share an id."),
+    "KB008": ("value-not-allowed", "A field holds a value outside its allowed set (area, snippet_kind, launch, coverage, kind)."),
+    "KB009": ("wrong-folder", "An entry sits in a folder other than its `area`."),
+    "KB010": ("unknown-see-also", "`see_also` names an entry that does not exist, or the entry itself."),
+    "KB011": ("unknown-quote", "`evidence` names a quote that does not exist."),
+    "KB012": ("alias-clash", "An alias is used by two entries, equals an entry's id (its own included), or is listed twice."),
+    "KB013": ("too-few-symptoms", "An entry lists fewer than three symptoms."),
+    "KB014": ("missing-source-file", "A quote names a source that has no file under evidence/."),
+    "KB015": ("bad-citation", "A quote's citation is malformed: `lines` must be [first, last] within the file, or `object` a dotted path, not both."),
+    "KB016": ("no-front-matter", "A file under evidence/ has no front matter between `---` lines."),
+    "KB017": ("id-not-kebab-case", "An id (of an entry, a quote or a source file) is not kebab-case (lower-case letters, digits and single hyphens)."),
+    "KB018": ("diagnostic-without-note", "A diagnostic snippet has no `snippet_note` saying why the bug itself is not reproduced."),
+    "KB019": ("bad-synonyms", "`synonyms.yaml` is not a mapping of `groups` to lists of two or more words or phrases."),
+    "KB020": ("retells-mismatch", "A secondary source has no `retells` (title, author, url of the work it retells), or a primary source has one."),
+    "KB021": ("incomplete-provenance", "A source's provenance is incomplete: `repo` needs `commit` and `path`, and a web page needs `retrieved`."),
+    "KB022": ("malformed-provenance", "A provenance value is malformed: `repo` is owner/name, `commit` 40 hex digits, `sha256` 64 hex digits."),
+    "KB023": ("bad-evidence-item", "An `evidence` item is not a mapping of `quote` (an id) and `supports` (one line saying why it backs the entry)."),
+    "KB024": ("site-name-clash", "An id or alias cannot name a page of the docs site: `index` as an entry or source id, an alias equal to one of the site's own pages, or an alias with characters other than letters, digits, '.', '_' and '-'."),
+}
+# `kb verify`'s defect kinds, most basic first: a quote gets only the first that applies.
+VERIFY_CODES = {
+    "KB101": ("unknown-source", "The source id has no cached file under evidence/, or the object is not in the package."),
+    "KB102": ("wrong-author", "The quote is attributed to someone other than the author of its source's text."),
+    "KB103": ("unchecked", "The source is an installed package that is not installed here (a failure only with --strict)."),
+    "KB104": ("not-found", "No passage of the source is close to the quote."),
+    "KB105": ("words-changed", "A passage matches except for swapped, added or dropped words."),
+    "KB106": ("out-of-order", "The elided parts are all in the source, but in another order."),
+    "KB107": ("truncated", "The quote stops mid-sentence without an elision mark."),
+    "KB108": ("too-short", "Too few words to be checked meaningfully; mark it `short: true` if intended."),
+    "KB109": ("wrong-lines", "The words are in the source, but not on the cited lines."),
+    "KB110": ("cache-changed", "The cached source's body no longer hashes to the sha256 recorded at capture."),
+}
+CODES = {**CHECK_CODES, **VERIFY_CODES}
+KIND_CODES = {name: code for code, (name, _) in VERIFY_CODES.items()}  # defect kind -> its code
+# Top-level names of the docs site: an alias is served as /ALIAS/, so it may not be one of these.
+SITE_PAGES = frozenset({
+    "index.md", "404.html", "entries", "areas", "sources", "symptoms", "tags", "folklore",
+    "assets", "search", "stylesheets", "sitemap.xml", "sitemap.xml.gz", "symptoms.md", "tags.md",
+    "folklore.md",
+})
+
+
+def format_diagnostic(path: str, line, code: str, subject: str, message: str) -> str:
+    """The one line every diagnostic prints as, like a linter: `path:line: CODE subject: message`."""
+    where = f"{path}:{line}" if line else path
+    return f"{where}: {code}{f' {subject}:' if subject else ''} {message}"
+
+
 class _Record:
     """Field-by-field construction, equality and dict round-trip for the cache."""
 
@@ -139,10 +197,13 @@ class Problem(_Record):
 
     __slots__ = ("path", "line", "code", "field", "message")
 
+    def __init__(self, **fields):
+        super().__init__(**fields)
+        if self.code not in CHECK_CODES:
+            raise ValueError(f"unknown problem code {self.code!r}: add it to CHECK_CODES first")
+
     def __str__(self):
-        where = f"{self.path}:{self.line}" if self.line else self.path
-        field = f" {self.field}:" if self.field else ""
-        return f"{where}: {self.code}{field} {self.message}"
+        return format_diagnostic(self.path, self.line, self.code, self.field, self.message)
 
 
 class KB:

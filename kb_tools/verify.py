@@ -21,23 +21,13 @@ from __future__ import annotations
 import os
 import re
 
+from .model import KIND_CODES, VERIFY_CODES, format_diagnostic
+
 MIN_WORDS = 6  # fewer words than this is too short to mean anything, unless `short: true`
 MAX_EDITORIAL = 3  # source words an editorial insertion like `[the scheduler]` may stand in for
 
-# Defect kinds, most basic first: a quote gets only the first that applies.
-KINDS = {
-    "unknown-source": "the source id has no cached file under evidence/ (or the object is not in the package)",
-    "wrong-author": "the quote is attributed to someone other than the author of its source's text",
-    "unchecked": "the source is an installed package that is not installed here",
-    "not-found": "no passage of the source is close to the quote",
-    "words-changed": "a passage matches except for swapped, added or dropped words",
-    "out-of-order": "the elided parts are all in the source, but in another order",
-    "truncated": "the quote stops mid-sentence without an elision mark",
-    "too-short": "too few words to be checked meaningfully; mark it `short: true` if intended",
-    "wrong-lines": "the words are in the source, but not on the cited lines",
-    # about a cached source rather than one quote
-    "cache-changed": "the cached source's body no longer hashes to the sha256 recorded at capture",
-}
+# Defect kinds, most basic first (model.VERIFY_CODES is the one list, with each kind's code).
+KINDS = {name: meaning for name, meaning in VERIFY_CODES.values()}
 FAIL_KINDS = tuple(k for k in KINDS if k != "unchecked")
 
 SEGMENT_DOC = "docstring"
@@ -365,19 +355,22 @@ class PackageTexts:
 # ---------------------------------------------------------------- results
 
 class Defect:
-    """One thing wrong with one quote; `found` holds the real line range for --fix-lines."""
+    """One thing wrong with one quote; `found` holds the real line range for --fix-lines.
+    Printed like a `kb check` problem, with the quote id as subject: `path:line: KB105 id: kind: ...`."""
 
-    __slots__ = ("path", "line", "quote", "kind", "message", "diff", "where", "lines", "found")
+    __slots__ = ("path", "line", "quote", "kind", "code", "message", "diff", "where", "lines", "found")
 
     def __init__(self, path, line, quote, kind, message, diff="", where="", lines=None, found=None):
-        self.path, self.line, self.quote, self.kind = path, line, quote, kind
+        if kind not in KIND_CODES:
+            raise ValueError(f"unknown defect kind {kind!r}: add it to model.VERIFY_CODES first")
+        self.path, self.line, self.quote, self.kind, self.code = path, line, quote, kind, KIND_CODES[kind]
         self.message, self.diff, self.where, self.lines, self.found = message, diff, where, lines, found
 
     def to_dict(self) -> dict:
         return {name: getattr(self, name) for name in self.__slots__}
 
     def __str__(self):
-        head = f"{self.path}:{self.line}: {self.quote}: {self.kind}: {self.message}"
+        head = format_diagnostic(self.path, self.line, self.code, self.quote, f"{self.kind}: {self.message}")
         if self.where:
             head += f"\n    nearest passage: {self.where}"
         if self.diff:

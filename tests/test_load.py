@@ -7,7 +7,8 @@ import re
 import pytest
 import yaml
 
-from kb_tools.load import CODES, load_kb
+from kb_tools.load import load_kb
+from kb_tools.model import CHECK_CODES as CODES
 from kbfactory import cite, entry, make_kb, write_entry, write_quotes, write_source
 
 
@@ -72,12 +73,17 @@ def test_problem_format_is_path_line_code_field(tmp_path):
     ("KB021", lambda t: write_source(t, "half-git", repo="owner/name", commit="a" * 40)),
     ("KB022", lambda t: write_source(t, "short-hash", sha256="abc123")),
     ("KB023", lambda t: write_entry(t, entry("bare-id", evidence=["q-one"]))),
+    ("KB024", lambda t: write_entry(t, entry("index"))),
+    ("KB024", lambda t: write_entry(t, entry("alias-page", aliases=["Tags"]))),
+    ("KB024", lambda t: write_entry(t, entry("alias-space", aliases=["O 12"]))),
+    ("KB024", lambda t: write_source(t, "index")),
+    ("KB017", lambda t: write_source(t, "Not_Kebab")),
 ])
 def test_each_problem_code(tmp_path, code, build):
     kb_dir = make_kb(tmp_path)
     build(tmp_path)
     found = codes(kb_dir)
-    assert code in found, found
+    assert set(found) == {code}, found  # this code, and only this one
 
 
 @pytest.mark.parametrize("build", [

@@ -461,9 +461,9 @@ def test_refuses_to_build_into_a_folder_it_did_not_make(tmp_path):
     assert (precious / "thesis.tex").read_text() == "years of work"
 
 
-def test_alias_that_takes_a_site_path_is_refused(tmp_path):
+def test_alias_that_takes_a_site_path_is_refused_with_its_check_code(tmp_path):
     kb_dir = make_kb(tmp_path, entries=[entry("alpha-bug", aliases=["tags"])])
-    with pytest.raises(site.SiteError, match="collides"):
+    with pytest.raises(site.SiteError, match="KB024 aliases"):
         site.render_pages(load_kb(str(kb_dir), use_cache=False))
 
 
