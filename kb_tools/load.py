@@ -22,29 +22,64 @@ SYNONYMS_FILE = "synonyms.yaml"
 MAX_FILE_BYTES = 4 << 20
 MAX_TEXT_CHARS, MAX_ITEM_CHARS, MAX_SNIPPET_CHARS = 20_000, 2_000, 200_000
 
-# field -> (kind, required); kinds: str, list (of str), enum tuple
+# The schema: field -> (kind, required, meaning). `kind` is what the loader checks (str,
+# list of str, an allowed tuple, or a named structure); `required` is "yes", "yes (may be
+# empty)" (the key must be there, `[]` allowed) or says when the field is optional. The
+# field tables of CONTRIBUTING.md are generated from these (scripts/generate_docs.py).
 ENTRY_FIELDS = {
-    "id": ("str", True), "title": ("str", True), "area": (AREAS, True),
-    "tags": ("list", True), "aliases": ("list", False), "symptoms": ("list", True),
-    "cause": ("str", True), "fix": ("str", True), "check": ("str", True),
-    "caveats": ("str", True), "correction": ("str", False), "see_also": ("list", False),
-    "evidence": ("citations", False), "snippet_kind": (SNIPPET_KINDS, True),
-    "snippet_note": ("str", False), "launch": (LAUNCHERS, False), "snippet": ("str", True),
-    "figures": ("figures", False),
+    "id": ("str", "yes", "same as the file stem: kebab-case, stable, never reused"),
+    "title": ("str", "yes", "one line, names the bug, not the symptom"),
+    "area": (AREAS, "yes", "the area, and the folder the file sits in"),
+    "tags": ("list", "yes", "lower-case words users filter by"),
+    "aliases": ("list", "yes (may be empty)", "other names, e.g. the seed catalogue's `O12`; unique across the KB, and usable as a page name (`/O12/`)"),
+    "symptoms": ("list", "yes, at least 3", "what a user sees, in their words: the curve, the log line, the exact torch error text, and one long description of a whole run"),
+    "cause": ("str", "yes", "the mechanism"),
+    "fix": ("str", "yes", "the exact code change or knob"),
+    "check": ("str", "yes", "the cheapest test that separates this cause from its look-alikes (name them)"),
+    "caveats": ("str", "yes", "where the advice does not hold"),
+    "correction": ("str", "no", "where common folklore is wrong on current torch, what is true instead"),
+    "see_also": ("list", "yes (may be empty)", "related entries; every id must exist"),
+    "evidence": ("citations", "yes (may be empty)", "quotes from `kb/quotes/` that back the entry: `- quote: ID` with `supports:`, one line (at most 200 characters, the project's own words) saying why it backs this entry's cause or fix; the site shows it under the quote"),
+    "snippet_kind": (SNIPPET_KINDS, "yes", "`reproduces`: the snippet shows the bug and the fix; `diagnostic`: it plants the bug and shows the check catches it"),
+    "snippet_note": ("str", "only for `diagnostic`", "why the bug itself cannot be reproduced here"),
+    "launch": (LAUNCHERS, "no (default `python`)", "`torchrun`: the snippet is started as `torchrun --nproc-per-node 2 snippet.py`"),
+    "snippet": ("str", "yes", "the program (a block scalar, `|`); rules below"),
+    "figures": ("figures", "no", "every number measured by the snippet that the text restates, by name: `{dead_units: \"58%\"}`; names snake_case, values exactly as the snippet prints them; rules below"),
 }
 QUOTE_FIELDS = {
-    "id": ("str", True), "text": ("str", True), "source": ("str", True),
-    "lines": ("lines", False), "object": ("str", False), "themes": ("list", True),
-    "short": ("bool", False), "author": ("str", False),
+    "id": ("str", "yes", "unique across the KB, kebab-case"),
+    "text": ("str", "yes", "the verbatim words; `[...]`, `...` or `…` mark an elision, other square brackets the editor's words"),
+    "source": ("str", "yes", "the id of a source under evidence/ (its file stem)"),
+    "lines": ("lines", "one of `lines`, `object`", "`[first, last]`: 1-based, inclusive, the cached file's own lines"),
+    "object": ("str", "one of `lines`, `object`", "for an installed package's source: the dotted path whose docstring (or, for a function, source messages) holds the text"),
+    "themes": ("list", "yes", "what the quote is about; the site groups quotes by theme"),
+    "short": ("bool", "no", "`true` lets a quote have fewer than six words, when the phrase itself is the point"),
+    "author": ("str", "no", "whom the site presents as the author; must be the source's `author`"),
 }
 SOURCE_FIELDS = {
-    "title": ("str", True), "author": ("str", True), "kind": (SOURCE_KINDS, True),
-    "retells": ("mapping", False), "url": ("str", True),
-    "published": ("str", True), "retrieved": ("str", False),
-    "coverage": (("full", "excerpt"), True), "repo": ("str", False), "commit": ("str", False),
-    "path": ("str", False), "package": ("str", False),
-    "version": ("str", False), "sha256": ("str", False), "note": ("str", False),
+    "title": ("str", "yes", "the work's title"),
+    "author": ("str", "yes", "who wrote the text in this file"),
+    "kind": (SOURCE_KINDS, "yes", "`primary`: the author's own published words; `secondary`: someone else's retelling"),
+    "retells": ("mapping", "only for `secondary`", "`{title, author, url}` of the work retold"),
+    "url": ("str", "yes", "canonical, human-readable address"),
+    "published": ("str", "yes", "publication date, or `unknown`"),
+    "retrieved": ("str", "for a web page", "`YYYY-MM-DD` the page was captured"),
+    "coverage": (("full", "excerpt"), "yes", "whether the body is the whole text or excerpts (each kept line unchanged)"),
+    "repo": ("str", "for a git capture", "`owner/name` of the repository the body was captured from"),
+    "commit": ("str", "for a git capture", "the 40-hex commit of that capture"),
+    "path": ("str", "for a git capture", "the file's path in the repository"),
+    "package": ("str", "for a package's docs", "the installed package whose docstrings the body holds, e.g. `torch`"),
+    "version": ("str", "for a package's docs", "the package version the body was taken from"),
+    "sha256": ("str", "no", "hex sha256 of the body's UTF-8 bytes (everything below the closing `---`); `kb verify` reports `cache-changed` when it differs"),
+    "note": ("str", "no", "how the copy was made"),
 }
+
+
+def required(spec_item) -> bool:
+    """Whether the loader insists on the key: "yes" and "yes (may be empty)" fields."""
+    return spec_item[1].startswith("yes")
+
+
 RETELLS_FIELDS = ("title", "author", "url")
 EVIDENCE_FIELDS = ("quote", "supports")
 SUPPORTS_MAX = 200  # characters: `supports` is one short line
@@ -322,8 +357,8 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
                     f"'{_shown(value)}' is not one of: {', '.join(expected)}{hint}")
         else:
             bad.discard(field)
-    for field, (_, required) in spec.items():
-        if required and field not in data:
+    for field, item in spec.items():
+        if required(item) and field not in data:
             col.add(path, data.get("__line__", 1), "KB003", field, f"missing required {kind} field")
     return bad
 

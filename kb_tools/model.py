@@ -46,16 +46,16 @@ CHECK_CODES = {
 }
 # `kb verify`'s defect kinds, most basic first: a quote gets only the first that applies.
 VERIFY_CODES = {
-    "KB101": ("unknown-source", "The source id has no cached file under evidence/, or the object is not in the package."),
-    "KB102": ("wrong-author", "The quote is attributed to someone other than the author of its source's text."),
-    "KB103": ("unchecked", "The source is an installed package that is not installed here (a failure only with --strict)."),
+    "KB101": ("unknown-source", "The source id has no file under `evidence/` (a typo: the nearest id is suggested), or the object is not in the installed package."),
+    "KB102": ("wrong-author", "The quote's `author:` is not the author of its source's text (for a secondary source: the message says whose retelling it is)."),
+    "KB103": ("unchecked", "The package is not installed here; reported apart from failures, fails only with `--strict`."),
     "KB104": ("not-found", "No passage of the source is close to the quote."),
-    "KB105": ("words-changed", "A passage matches except for swapped, added or dropped words."),
-    "KB106": ("out-of-order", "The elided parts are all in the source, but in another order."),
-    "KB107": ("truncated", "The quote stops mid-sentence without an elision mark."),
-    "KB108": ("too-short", "Too few words to be checked meaningfully; mark it `short: true` if intended."),
-    "KB109": ("wrong-lines", "The words are in the source, but not on the cited lines."),
-    "KB110": ("cache-changed", "The cached source's body no longer hashes to the sha256 recorded at capture."),
+    "KB105": ("words-changed", "A passage matches except for swapped, added or dropped words (listed)."),
+    "KB106": ("out-of-order", "The parts joined by `[...]` are all in the source, but in another order."),
+    "KB107": ("truncated", "The quote stops mid-sentence without an elision mark (`[...]`, `...`, `…`)."),
+    "KB108": ("too-short", "Fewer than 6 words; mark the quote `short: true` if the phrase itself is the point."),
+    "KB109": ("wrong-lines", "The words are in the source, but not on the cited lines (for a package quote: in another object)."),
+    "KB110": ("cache-changed", "About a source, not a quote: the cached file's body no longer hashes to the `sha256` recorded at capture (reported at its `sha256:` line, with the source id where a quote id would be)."),
 }
 CODES = {**CHECK_CODES, **VERIFY_CODES}
 KIND_CODES = {name: code for code, (name, _) in VERIFY_CODES.items()}  # defect kind -> its code

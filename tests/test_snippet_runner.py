@@ -5,7 +5,7 @@ import textwrap
 
 from kb_tools import snippets
 from kb_tools.load import load_kb
-from kbfactory import entry, make_kb, write_entry
+from kbfactory import entry, make_kb
 
 FAILING = textwrap.dedent("""\
     import os

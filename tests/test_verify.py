@@ -11,7 +11,7 @@ import yaml
 
 from kb_tools import cli
 from kb_tools.load import load_kb
-from kb_tools.verify import KINDS, PackageTexts, normalise, quote_parts, verify_kb
+from kb_tools.verify import PackageTexts, normalise, quote_parts, verify_kb
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "verify")
 
@@ -409,12 +409,6 @@ def test_cli_json_report_and_exit_codes(tmp_path, capsys):
     (defect,) = report["defects"]
     assert defect["kind"] == "wrong-lines" and defect["quote"] == "bad" and defect["found"] == [12, 12]
     assert defect["path"] == "kb/quotes/guide.yaml" and defect["line"] == 10
-
-
-def test_every_defect_kind_is_in_the_readme_table():
-    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as fh:
-        readme = fh.read()
-    assert [k for k in KINDS if f"| `{k}` |" not in readme] == []
 
 
 def test_cli_usage_error_exits_2(tmp_path, capsys):
