@@ -10,6 +10,7 @@ import sys
 
 from .model import AREAS
 
+from .fastpath import SEARCH_OPTIONS, quick_search_args, to_json
 from .util import KBError, UsageError, did_you_mean
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -23,37 +24,6 @@ def _use_colour(stream) -> bool:
 
 def _style(text: str, code: str, stream=None) -> str:
     return f"\033[{code}m{text}\033[0m" if _use_colour(stream or sys.stdout) else text
-
-
-_JSON_ESCAPES = {**{c: f"\\u{c:04x}" for c in range(0x20)}, ord('"'): '\\"', ord("\\"): "\\\\",
-                 0x2028: "\\u2028", 0x2029: "\\u2029"}
-
-
-def to_json(value, indent: int = 2, depth: int = 0) -> str:
-    """JSON text for plain data (dict, list, str, int, float, bool, None), indented like json.dumps.
-
-    Written out here because importing the json package (which imports `re`)
-    costs more than a cached search; tests check it against json.loads.
-    """
-    pad, inner = " " * (indent * depth), " " * (indent * (depth + 1))
-    if isinstance(value, str):
-        return '"' + value.translate(_JSON_ESCAPES) + '"'
-    if value is True or value is False or value is None:
-        return {True: "true", False: "false", None: "null"}[value]
-    if isinstance(value, (int, float)):
-        if value != value or value in (float("inf"), float("-inf")):
-            return "null"
-        return repr(value)
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        items = (f"{inner}{to_json(str(k))}: {to_json(v, indent, depth + 1)}" for k, v in value.items())
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "[]"
-        return "[\n" + ",\n".join(f"{inner}{to_json(v, indent, depth + 1)}" for v in value) + f"\n{pad}]"
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
 def _print_json(value) -> None:
@@ -368,12 +338,13 @@ def _args_check(p):
 
 def _args_search(p):
     p.add_argument("query", nargs="+", help="what the run shows")
-    p.add_argument("--limit", "-n", type=int, default=10, help="at most this many results (default 10)")
-    p.add_argument("--area", choices=AREAS, help="only entries of this area")
-    p.add_argument("--tag", help="only entries with this tag")
-    p.add_argument("--json", action="store_true", help="a JSON array: id, title, area, score, matched, low_confidence")
-    p.add_argument("--lexical", action="store_true",
-                   help="rank by words only (BM25 with synonyms), without the sentence embeddings")
+    for flags, name, kind, default, help_text in SEARCH_OPTIONS:  # declared once, in fastpath.py
+        if kind == "flag":
+            p.add_argument(*flags, dest=name, action="store_true", help=help_text)
+        elif kind == "area":
+            p.add_argument(*flags, dest=name, choices=AREAS, default=default, help=help_text)
+        else:
+            p.add_argument(*flags, dest=name, type=kind, default=default, help=help_text)
 
 
 def _args_show(p):
@@ -517,55 +488,6 @@ def build_parser(only: str | None = None):
     return parser
 
 
-# The options of `kb search` as the quick parser reads them: flag -> (attribute, converter).
-SEARCH_OPTIONS = {"--kb": ("kb", str), "--limit": ("limit", int), "-n": ("limit", int),
-                  "--area": ("area", str), "--tag": ("tag", str)}
-
-
-def quick_search_args(argv):
-    """The arguments of a plain `kb search ...` call, read without argparse; None for anything else.
-
-    argparse (and the `re` it imports) costs more start-up time than a cached
-    search itself. This reads only well-formed search calls, with the options
-    of `_args_search`; help, mistakes and every other command go to argparse,
-    so its messages stay the only ones users see.
-    """
-    from types import SimpleNamespace
-
-    args = SimpleNamespace(kb=None, limit=10, area=None, tag=None, json=False, lexical=False, query=[],
-                           func=cmd_search)
-    tokens, command, only_words = list(argv), None, False
-    while tokens:
-        token = tokens.pop(0)
-        if only_words or not token.startswith("-") or token == "-":
-            if command is None:
-                if token != "search":
-                    return None
-                command = token
-            else:
-                args.query.append(token)
-        elif token == "--" and command:
-            only_words = True
-        elif token in ("--json", "--lexical") and command:
-            setattr(args, token[2:], True)
-        else:
-            flag, has_value, value = token.partition("=")
-            if flag not in SEARCH_OPTIONS or (command is None and flag != "--kb"):
-                return None
-            if not has_value:
-                if not tokens:
-                    return None
-                value = tokens.pop(0)
-            name, convert = SEARCH_OPTIONS[flag]
-            try:
-                setattr(args, name, convert(value))
-            except ValueError:
-                return None
-    if command is None or not args.query or (args.area is not None and args.area not in AREAS):
-        return None
-    return args
-
-
 def main(argv=None) -> int:
     if sys.stdout is None or sys.stderr is None:  # started with a standard stream closed
         if sys.stderr is not None:
@@ -573,7 +495,12 @@ def main(argv=None) -> int:
         return EXIT_FAIL
     try:
         argv = sys.argv[1:] if argv is None else argv
-        args = quick_search_args(argv) or build_parser(command_named(argv)).parse_args(argv)
+        quick = quick_search_args(argv)
+        if quick is not None:
+            from types import SimpleNamespace
+            args = SimpleNamespace(**quick, func=cmd_search)
+        else:
+            args = build_parser(command_named(argv)).parse_args(argv)
         code = args.func(args)
         sys.stdout.flush()  # a full disk or closed pipe shows here, not after main returns
         return code
