@@ -26,6 +26,7 @@ import json
 import os
 import re
 import time
+from dataclasses import asdict, dataclass
 
 from .model import AREAS
 from .util import KBError, write_atomic
@@ -505,15 +506,21 @@ def generate(kb, work_dir: str, results_path: str | None = None, templates: str 
 
 # ---------------------------------------------------------------- build and serve
 
+@dataclass
 class BuildReport:
-    __slots__ = ("out", "seconds", "pages", "entries", "sources", "quotes", "redirects", "warnings")
+    """What `kb build` made, for its summary line and `--json`."""
 
-    def __init__(self, **kw):
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
+    out: str
+    seconds: float
+    pages: int
+    entries: int
+    sources: int
+    quotes: int
+    redirects: int
+    warnings: list
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__}
+        return asdict(self)
 
 
 class _Collect:

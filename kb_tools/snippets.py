@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 
 DEVICES = ("cpu", "cuda")
 FIGURE_LINE = re.compile(r"^figure ([a-z][a-z0-9_]*): (.+?)\s*$")
@@ -21,14 +22,18 @@ DEFAULT_TIMEOUT = 60
 TORCHRUN_PROCS = 2
 
 
+@dataclass
 class SnippetRun:
     """What one run of a snippet did."""
 
-    __slots__ = ("entry", "device", "returncode", "stdout", "stderr", "seconds", "timed_out", "script")
-
-    def __init__(self, **fields):
-        for name in self.__slots__:
-            setattr(self, name, fields.get(name))
+    entry: object
+    device: str
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool
+    script: str
 
     @property
     def passed(self) -> bool:

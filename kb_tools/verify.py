@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import asdict, dataclass, field
 
 from .model import KIND_CODES, VERIFY_CODES, format_diagnostic
 
@@ -354,20 +355,29 @@ class PackageTexts:
 
 # ---------------------------------------------------------------- results
 
+@dataclass
 class Defect:
     """One thing wrong with one quote; `found` holds the real line range for --fix-lines.
     Printed like a `kb check` problem, with the quote id as subject: `path:line: KB105 id: kind: ...`."""
 
-    __slots__ = ("path", "line", "quote", "kind", "code", "message", "diff", "where", "lines", "found")
+    path: str
+    line: int
+    quote: str              # the quote's id (a source's id for cache-changed)
+    kind: str               # a defect kind of model.VERIFY_CODES
+    message: str
+    diff: str = ""
+    where: str = ""         # the nearest passage, as path:Lfirst-last
+    lines: list | None = None
+    found: list | None = None
+    code: str = field(init=False)
 
-    def __init__(self, path, line, quote, kind, message, diff="", where="", lines=None, found=None):
-        if kind not in KIND_CODES:
-            raise ValueError(f"unknown defect kind {kind!r}: add it to model.VERIFY_CODES first")
-        self.path, self.line, self.quote, self.kind, self.code = path, line, quote, kind, KIND_CODES[kind]
-        self.message, self.diff, self.where, self.lines, self.found = message, diff, where, lines, found
+    def __post_init__(self):
+        if self.kind not in KIND_CODES:
+            raise ValueError(f"unknown defect kind {self.kind!r}: add it to model.VERIFY_CODES first")
+        self.code = KIND_CODES[self.kind]
 
     def to_dict(self) -> dict:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return asdict(self)
 
     def __str__(self):
         head = format_diagnostic(self.path, self.line, self.code, self.quote, f"{self.kind}: {self.message}")
@@ -378,18 +388,16 @@ class Defect:
         return head
 
 
+@dataclass
 class Report:
     """The outcome of verifying a KB: defects, unchecked quotes and what was checked against."""
 
-    __slots__ = ("quotes", "sources", "defects", "unchecked", "packages", "seconds")
-
-    def __init__(self):
-        self.quotes = 0
-        self.sources = 0       # cached sources whose recorded sha256 was checked
-        self.defects = []      # Defect, kind in FAIL_KINDS
-        self.unchecked = []    # Defect, kind "unchecked"
-        self.packages = {}     # package -> installed version, or None when absent
-        self.seconds = 0.0
+    quotes: int = 0
+    sources: int = 0                                # cached sources whose recorded sha256 was checked
+    defects: list = field(default_factory=list)     # Defect, kind in FAIL_KINDS
+    unchecked: list = field(default_factory=list)   # Defect, kind "unchecked"
+    packages: dict = field(default_factory=dict)    # package -> installed version, or None when absent
+    seconds: float = 0.0
 
     @property
     def passed(self) -> int:
@@ -405,6 +413,27 @@ class Report:
                 "seconds": round(self.seconds, 4),
                 "defects": [d.to_dict() for d in self.defects],
                 "unchecked_quotes": [d.to_dict() for d in self.unchecked]}
+
+
+@dataclass
+class Placement:
+    """Where `_locate` found a quote's parts in a list of passages.
+
+    how: "ok" (every part, in order; `starts` holds each part's first word), "gap" (in
+    order, but an editorial insertion stands in for too many words; `starts` as for ok),
+    "order" (every part present, not in the quoted order; `occurrences` of each part), or
+    "fuzzy" (some part is nowhere verbatim: `part` is its index, and `start`..`end` the
+    nearest span of `passage`, matching `score` of its words; `passage` is None if none).
+    """
+
+    how: str
+    passage: "Passage | None" = None
+    starts: list = field(default_factory=list)
+    occurrences: list = field(default_factory=list)
+    score: float = 0.0
+    start: int = 0
+    end: int = 0
+    part: int = 0
 
 
 # ---------------------------------------------------------------- checking
@@ -512,8 +541,7 @@ def _chain(occurrences: list, sizes: list, lo_line=None, hi_line=None, lines=Non
 
 
 def _locate(parts: list, passages: list, cited, gaps=None):
-    """Where the parts are: ('ok', p, starts) | ('gap', p, starts) | ('order', p, occurrences)
-    | ('fuzzy', ...). 'gap': in order, but an editorial insertion stands in for too many words."""
+    """Where the parts are in `passages` (see Placement); inside the `cited` lines when possible."""
     sizes = [len(part) for part in parts]
     words = [[t[0] for t in part] for part in parts]
     fallback = None
@@ -524,12 +552,12 @@ def _locate(parts: list, passages: list, cited, gaps=None):
         if cited is not None:
             inside = _chain(occ, sizes, cited[0], cited[1], p.lines, gaps)
             if inside:
-                return "ok", p, inside
+                return Placement("ok", p, starts=inside)
         anywhere = _chain(occ, sizes, gaps=gaps)
         if anywhere is None and gaps and any(g is not None for g in gaps):
             spread = _chain(occ, sizes)
             if spread:
-                fallback = fallback or ("gap", p, spread)
+                fallback = fallback or Placement("gap", p, starts=spread)
                 continue
         if anywhere:
             if cited is not None:
@@ -542,8 +570,8 @@ def _locate(parts: list, passages: list, cited, gaps=None):
                         if best is None or dist < best[0]:
                             best = (dist, trial)
                 anywhere = best[1] if best else anywhere
-            return "ok", p, anywhere
-        fallback = fallback or ("order", p, occ)
+            return Placement("ok", p, starts=anywhere)
+        fallback = fallback or Placement("order", p, occurrences=occ)
     if fallback:
         return fallback
     # some part is not verbatim anywhere: find the nearest passage for the first such part
@@ -553,10 +581,10 @@ def _locate(parts: list, passages: list, cited, gaps=None):
             continue
         for p in passages:
             score, start, end = p.nearest(w)
-            if best is None or score > best[0]:
-                best = (score, p, start, end, k)
+            if best is None or score > best.score:
+                best = Placement("fuzzy", p, score=score, start=start, end=end, part=k)
         break
-    return ("fuzzy",) + best if best else ("fuzzy", 0.0, None, 0, 0, 0)
+    return best or Placement("fuzzy")
 
 
 def check_quote(quote, ctx: Context):
@@ -605,7 +633,7 @@ def check_quote(quote, ctx: Context):
     if not parts:
         return defect("not-found", "the quote has no words")
     located = _locate(parts, passages, cited, gaps)
-    if quote.object and located[0] != "ok":
+    if quote.object and located.how != "ok":
         # the object is the citation's coordinate: is the text verbatim in another object the cache lists?
         for other in _cached_objects(ctx, source):
             if other == quote.object:
@@ -614,14 +642,14 @@ def check_quote(quote, ctx: Context):
                 elsewhere = _locate(parts, ctx.installed(source.package, other), None, gaps)
             except (LookupError, NotInstalled):
                 continue
-            if elsewhere[0] == "ok":
-                p, starts = elsewhere[1], elsewhere[2]
+            if elsewhere.how == "ok":
+                p, starts = elsewhere.passage, elsewhere.starts
                 end = starts[-1] + len(parts[-1])
                 return defect("wrong-lines", f"cites object {quote.object}, but the text is in {other}",
                               where=_where(p, starts[0], end), found=None)
 
-    if located[0] == "fuzzy":
-        _, score, p, start, end, k = located
+    if located.how == "fuzzy":
+        score, p, start, end, k = located.score, located.passage, located.start, located.end, located.part
         part_words = [t[0] for t in parts[k]]
         label = f"part {k + 1} of {len(parts)}: " if len(parts) > 1 else ""
         if p is not None and score >= 0.5 and sum(1 for _ in part_words) >= 2 and end > start:
@@ -636,8 +664,8 @@ def check_quote(quote, ctx: Context):
         return defect("not-found", f"{label}\"{_span_text_tokens(parts[k])}\" is not in {source.path}" + near,
                       where=where)
 
-    if located[0] == "gap":
-        _, p, starts = located
+    if located.how == "gap":
+        p, starts = located.passage, located.starts
         k = next(k for k in range(1, len(parts)) if gaps[k] is not None
                  and starts[k] - starts[k - 1] - len(parts[k - 1]) > gaps[k])
         lo, hi = starts[k - 1] + len(parts[k - 1]), starts[k]
@@ -647,15 +675,15 @@ def check_quote(quote, ctx: Context):
                                        f"{MAX_EDITORIAL}; quote them, or elide them with [...]",
                       where=_where(p, starts[0], end), lines=[p.lines[starts[0]], p.lines[end - 1]])
 
-    if located[0] == "order":
-        _, p, occ = located
+    if located.how == "order":
+        p, occ = located.passage, located.occurrences
         at = ", ".join(f"part {n + 1} at L{p.lines[o[0]]}" for n, o in enumerate(occ))
         first = min(o[0] for o in occ)
         last = max(o[0] + len(part) for o, part in zip(occ, parts))
         return defect("out-of-order", f"every part is in the source, but not in the quoted order ({at})",
                       where=_where(p, first, last), lines=[p.lines[first], p.lines[last - 1]])
 
-    _, p, starts = located
+    p, starts = located.passage, located.starts
     end_tok = starts[-1] + len(parts[-1]) - 1
     span = [p.lines[starts[0]], p.lines[end_tok]]
     where = _where(p, starts[0], end_tok + 1)
