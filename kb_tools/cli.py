@@ -332,8 +332,13 @@ def _add_kb_option(p, top_level: bool = False) -> None:
                    help="KB directory (default: $KB_PATH, else this checkout's or the bundled KB)")
 
 
+def add_json_option(p, what: str) -> None:
+    """`--json` on every command that has it, with one meaning: `what`, as JSON on stdout, nothing else."""
+    p.add_argument("--json", action="store_true", help=f"{what}, as JSON on stdout")
+
+
 def _args_check(p):
-    p.add_argument("--json", action="store_true", help="machine-readable summary")
+    add_json_option(p, "the counts and every problem")
 
 
 def _args_search(p):
@@ -349,7 +354,7 @@ def _args_search(p):
 
 def _args_show(p):
     p.add_argument("id", help="entry id or alias (e.g. double-softmax or O12)")
-    p.add_argument("--json", action="store_true", help="the entry as JSON")
+    add_json_option(p, "the entry")
 
 
 def _args_snippet(p):
@@ -364,19 +369,19 @@ def _args_run(p):
 
 def _args_eval(p):
     p.add_argument("queries", nargs="?", help="queries file (default: tests/queries.yaml of this checkout)")
-    p.add_argument("--json", action="store_true", help="metrics and misses as JSON")
+    add_json_option(p, "metrics and misses")
 
 
 def _args_list(p):
     p.add_argument("--area", choices=AREAS, help="only this area")
-    p.add_argument("--json", action="store_true", help="a JSON array of id, title, area")
+    add_json_option(p, "id, title and area of each entry")
 
 
 def _args_build(p):
     p.add_argument("--out", metavar="DIR", help="where the HTML site goes (default: site/ of this checkout)")
     p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site/)")
     p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
-    p.add_argument("--json", action="store_true", help="the build report as JSON")
+    add_json_option(p, "the build report")
 
 
 def _args_serve(p):
@@ -386,7 +391,7 @@ def _args_serve(p):
 
 
 def _args_verify(p):
-    p.add_argument("--json", action="store_true", help="the report as JSON")
+    add_json_option(p, "the report")
     p.add_argument("--strict", action="store_true", help="also fail on quotes that cannot be checked here "
                                                          "(their package is not installed)")
     p.add_argument("--fix-lines", action="store_true", help="rewrite wrong `lines:` values in place, "
@@ -417,7 +422,7 @@ def _args_evidence(p):
     p.add_argument("--timeout", type=float, default=20.0, help="seconds for the whole download (default 20)")
     p.add_argument("--max-bytes", type=int, default=5_000_000, help="size cap of the download (default 5 MB)")
     _add_kb_option(p)
-    p.add_argument("--json", action="store_true", help="what was written, as JSON")
+    add_json_option(p, "what was written")
     p.set_defaults(func=cmd_evidence_add)
     p = ev.add_parser("rehash", help="record the body sha256 of sources after a deliberate edit", description=(
         "Write each named source's current body sha256 into its front matter (`kb verify` reports "
