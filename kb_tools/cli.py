@@ -108,9 +108,8 @@ def cmd_show(args) -> int:
     kb = _load(args)
     e = _entry_or_fail(kb, args.id)
     if args.json:
-        shown = {k: v for k, v in e.to_dict().items() if k not in ("lines", "snippet_line")}
-        shown["evidence"] = [{"quote": c["quote"], "supports": c["supports"]} for c in e.evidence]
-        _print_json(shown)
+        from .agents import entry_json
+        _print_json(entry_json(e))
         return EXIT_OK
     print(_style(f"{e.id}: {e.title}", "1"))
     print(f"area: {e.area}   tags: {', '.join(e.tags)}" + (f"   aliases: {', '.join(e.aliases)}" if e.aliases else ""))
@@ -263,6 +262,39 @@ def cmd_verify(args) -> int:
     return EXIT_OK if ok else EXIT_FAIL
 
 
+def cmd_context(args) -> int:
+    """The best entries for a query as compact Markdown for a model's context window."""
+    from .agents import context
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    result = context(args.kb, " ".join(args.query), budget=args.budget, limit=args.limit, area=args.area)
+    if args.json:
+        _print_json(result)
+    else:
+        sys.stdout.write(result["markdown"])
+    return EXIT_OK
+
+
+def cmd_export_skill(args) -> int:
+    """Write SKILL.md for agent hosts that load skills, generated from the KB."""
+    from .agents import export_skill
+    kb = _load(args)
+    print(f"wrote {export_skill(kb, args.dir)}")
+    return EXIT_OK
+
+
+def cmd_mcp(args) -> int:
+    """Serve the KB to MCP clients over stdio until the client disconnects."""
+    _load(args)  # fail early, in one line, on an invalid KB
+    try:
+        from .mcp_server import serve
+    except ImportError as exc:
+        raise KBError(f"the MCP server needs the `mcp` package ({exc.name} is missing): "
+                      f"pip install 'kb-tools[mcp]'") from None
+    serve(args.kb)
+    return EXIT_OK
+
+
 def cmd_evidence_add(args) -> int:
     """Cache a web page or local file as a source under evidence/, with provenance."""
     from .evidence import add_evidence
@@ -398,6 +430,23 @@ def _args_verify(p):
                                                             "changing nothing else, then report")
 
 
+def _args_context(p):
+    p.add_argument("query", nargs="+", help="what the run shows")
+    p.add_argument("--budget", type=int, default=1500, metavar="TOKENS",
+                   help="at most this many tokens (estimated at 4 characters each; default 1500)")
+    p.add_argument("--limit", "-n", type=int, default=5, help="at most this many entries (default 5)")
+    p.add_argument("--area", choices=AREAS, help="only entries of this area")
+    add_json_option(p, "the Markdown with the entries it holds and its token estimate")
+
+
+def _args_export_skill(p):
+    p.add_argument("dir", metavar="DIR", help="folder to write SKILL.md into (created if missing)")
+
+
+def _args_mcp(p):
+    pass
+
+
 def _args_evidence(p):
     ev = p.add_subparsers(dest="evidence_command", metavar="ACTION", parser_class=type(p))
     ev.required = True
@@ -452,6 +501,18 @@ COMMANDS = {
         _args_verify, cmd_verify),
     "build": ("build the docs site (strict mkdocs) from the KB", None, _args_build, cmd_build),
     "serve": ("preview the docs site with live reload", None, _args_serve, cmd_serve),
+    "context": ("the best entries for a query as Markdown for a model's context window", (
+        "The entries `kb search` ranks first for the query, as compact Markdown (title, the symptom that "
+        "matched, cause, fix, check, and the snippet when there is room), trimmed to a token budget with "
+        "the most relevant first."), _args_context, cmd_context),
+    "export-skill": ("write SKILL.md for agent hosts that load skills", (
+        "Write DIR/SKILL.md: when to use the KB, how to call kb search and kb context, the first-hour "
+        "checklist and every entry, generated from the KB so it cannot drift."), _args_export_skill,
+        cmd_export_skill),
+    "mcp": ("serve the KB to MCP clients (editors, agents) over stdio", (
+        "A Model Context Protocol server on stdin/stdout with the tools search, show, snippet and "
+        "verify_quote, and every entry as the resource kb://entries/ID. Needs the mcp extra: "
+        "pip install 'kb-tools[mcp]'."), _args_mcp, cmd_mcp),
     "evidence": ("manage cached sources under evidence/", None, _args_evidence, None),
 }
 

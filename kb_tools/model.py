@@ -59,6 +59,11 @@ VERIFY_CODES = {
 }
 CODES = {**CHECK_CODES, **VERIFY_CODES}
 KIND_CODES = {name: code for code, (name, _) in VERIFY_CODES.items()}  # defect kind -> its code
+# The first-hour checklist, in the order to work through it (the site's home page, SKILL.md).
+TRIAGE_PATH = (
+    "overfit-one-batch", "init-loss-check", "input-independent-baseline", "batch-independence-check",
+    "visualize-model-input", "fixed-seed", "metric-stuck", "compare-reference-implementation",
+)
 # Top-level names of the docs site: an alias is served as /ALIAS/, so it may not be one of these.
 SITE_PAGES = frozenset({
     "index.md", "404.html", "entries", "areas", "sources", "symptoms", "tags", "folklore",

@@ -28,7 +28,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 
-from .model import AREAS
+from .model import AREAS, TRIAGE_PATH
 from .util import KBError, write_atomic
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -49,12 +49,6 @@ AREA_INFO = {
 }
 
 # The first-hour path on the home page, in the order worth trying them.
-TRIAGE_PATH = (
-    "overfit-one-batch", "init-loss-check", "input-independent-baseline", "batch-independence-check",
-    "visualize-model-input", "fixed-seed", "metric-stuck", "compare-reference-implementation",
-)
-
-# Top-level names the site uses itself; an alias redirect may not take one.
 STATIC = ("kb.css",)  # copied from site_templates/ into docs/stylesheets/
 
 _SAFE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -600,11 +594,25 @@ def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
         log.removeHandler(collect.handler)
         log.setLevel(old_level)
         log.propagate = old_propagate
+    try:
+        write_agent_files(kb, out_dir)
+    except OSError as exc:
+        raise _unwritable(exc) from None
     pages = sum(1 for _, _, files in os.walk(out_dir) for f in files if f.endswith(".html"))
     return BuildReport(out=out_dir, seconds=round(time.perf_counter() - start, 2), pages=pages,
                        entries=len(kb.entries), sources=len(kb.sources), quotes=len(kb.quotes),
                        redirects=sum(1 for e in kb.entries.values() for _ in e.aliases),
                        warnings=collect.messages)
+
+
+def write_agent_files(kb, out_dir: str) -> None:
+    """llms.txt at the site root and a plain-Markdown copy of every entry under md/, for agents
+    (written after mkdocs, which would otherwise render the .md files as pages)."""
+    from .agents import entry_markdown, llms_txt
+    os.makedirs(os.path.join(out_dir, "md"), exist_ok=True)
+    for entry in kb.entries.values():
+        write_atomic(os.path.join(out_dir, "md", f"{entry.id}.md"), entry_markdown(entry))
+    write_atomic(os.path.join(out_dir, "llms.txt"), llms_txt(kb))
 
 
 def _unwritable(exc: OSError) -> SiteError:

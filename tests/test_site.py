@@ -567,3 +567,19 @@ def test_shipped_kb_builds_strict_and_every_item_is_on_the_site(shipped_site):
         for alias in e.aliases:
             assert os.path.exists(os.path.join(out, alias, "index.html")), alias
     assert report.pages >= 1 + len(kb.entries) + len(kb.sources)
+
+
+def test_llms_txt_indexes_every_entry_with_a_markdown_copy_that_exists(shipped_site):
+    import re
+    report, kb = shipped_site
+    with open(os.path.join(report.out, "llms.txt"), encoding="utf-8") as fh:
+        text = fh.read()
+    assert text.startswith("# ") and "\n> " in text  # the llms.txt form: a title, then a summary line
+    links = re.findall(r"^- \[([a-z0-9-]+)\]\((md/[a-z0-9-]+\.md)\): ", text, re.M)
+    assert sorted(i for i, _ in links) == sorted(kb.entries)
+    for entry_id, link in links:
+        with open(os.path.join(report.out, link), encoding="utf-8") as fh:
+            md = fh.read()
+        entry = kb.entries[entry_id]
+        assert md.startswith(f"## {entry_id}: {entry.title}") and entry.snippet.splitlines()[0] in md
+        assert "<" + "div" not in md  # plain Markdown, not the site's HTML

@@ -1,0 +1,211 @@
+"""What coding agents read: the JSON shapes the CLI and the MCP server share, an entry as
+plain Markdown, `kb context` (the best entries for a query, trimmed to a token budget),
+llms.txt and a SKILL.md generated from the KB so it cannot drift.
+
+An agent pastes these into a model's context window, so every rendering is compact:
+no HTML, no navigation, the fields in the order a debugger needs them.
+"""
+from __future__ import annotations
+
+from .model import AREAS, TRIAGE_PATH
+from .util import KBError, UsageError
+
+CHARS_PER_TOKEN = 4  # a budget is kept by this estimate: English prose and code run 3.5-4.5 characters a token
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token count for a budget (no tokenizer ships with the package)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+# ---------------------------------------------------------------- the shared JSON shapes
+
+def entry_json(entry) -> dict:
+    """An entry as `kb show --json` prints it (and the MCP `show` tool returns it)."""
+    shown = {k: v for k, v in entry.to_dict().items() if k not in ("lines", "snippet_line")}
+    shown["evidence"] = [{"quote": c["quote"], "supports": c["supports"]} for c in entry.evidence]
+    return shown
+
+
+def snippet_json(entry) -> dict:
+    """The runnable code of an entry and how to start it."""
+    how = ("torchrun --standalone --nproc-per-node 2 snippet.py" if entry.launch == "torchrun"
+           else "python snippet.py")
+    return {"id": entry.id, "launch": entry.launch, "run": how, "snippet": entry.snippet}
+
+
+def resolve(kb, name: str):
+    """The entry named by id or alias; a KBError with a suggestion otherwise."""
+    from .util import did_you_mean
+    entry = kb.resolve(name) if isinstance(name, str) else None
+    if entry is None:
+        raise KBError(f"unknown entry '{name}'{did_you_mean(str(name), list(kb.entries) + list(kb.aliases))}")
+    return entry
+
+
+def verify_text(kb, text: str, source: str, lines=None, object_path: str | None = None) -> dict:
+    """Whether `text` is verbatim in cached source `source` (at `lines` when given, or in the
+    docstring of `object_path` for a package source): what `kb verify` says of such a quote."""
+    from .model import Quote
+    from .verify import Context, check_quote
+    if not isinstance(text, str) or not text.strip():
+        raise KBError("verify_quote: `text` must be the words to check")
+    if lines is not None and not (isinstance(lines, (list, tuple)) and len(lines) == 2
+                                  and all(isinstance(n, int) for n in lines)):
+        raise KBError("verify_quote: `lines` must be [first, last]")
+    quote = Quote(id="checked-text", text=text, source=source, lines=list(lines) if lines else None,
+                  object=object_path, themes=[], short=True, author=None, path="(given text)", line=0)
+    defect = check_quote(quote, Context(kb))
+    if defect is not None and defect.kind == "wrong-lines" and lines is None and not object_path:
+        defect = None  # no lines were claimed: found anywhere in the source is verbatim
+    return {"ok": defect is None, "source": source,
+            "defect": None if defect is None else {k: defect.to_dict()[k] for k in
+                                                   ("code", "kind", "message", "where", "diff", "lines")}}
+
+
+# ---------------------------------------------------------------- Markdown
+
+def entry_markdown(entry, symptoms=None, snippet: bool = True) -> str:
+    """One entry as plain Markdown: what an agent needs to act, in that order."""
+    shown = symptoms if symptoms is not None else entry.symptoms
+    parts = [f"## {entry.id}: {entry.title}", f"area: {entry.area}"
+             + (f"; aliases: {', '.join(entry.aliases)}" if entry.aliases else "")]
+    if shown:
+        parts.append("Symptoms:\n" + "\n".join(f"- {' '.join(s.split())}" for s in shown))
+    for heading, text in (("Cause", entry.cause), ("Fix", entry.fix), ("Check", entry.check),
+                          ("Correction", entry.correction), ("Caveats", entry.caveats)):
+        if text:
+            parts.append(f"{heading}: {' '.join(text.split())}")
+    if entry.see_also:
+        parts.append(f"See also: {', '.join(entry.see_also)}")
+    if snippet and entry.snippet:
+        parts.append(f"Snippet (reproduces the bug, applies the fix, asserts both; `kb run {entry.id}`):\n"
+                     f"```python\n{entry.snippet.rstrip()}\n```")
+    return "\n\n".join(parts) + "\n"
+
+
+def compact_markdown(entry, matched) -> str:
+    """An entry for a context window: title, the symptom that matched, cause, fix, check."""
+    parts = [f"## {entry.id}: {entry.title}"]
+    if matched:
+        parts.append("Matched symptom: " + " ".join(matched.split()))
+    for heading, text in (("Cause", entry.cause), ("Fix", entry.fix), ("Check", entry.check)):
+        parts.append(f"{heading}: {' '.join((text or '').split())}")
+    parts.append(f"More: `kb show {entry.id}`; runnable proof of bug and fix: `kb snippet {entry.id} | python`")
+    return "\n\n".join(parts) + "\n"
+
+
+def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str | None = None) -> dict:
+    """The best entries for `query` as compact Markdown within `budget` tokens, most relevant first.
+
+    Entries come in `kb search`'s order; one that does not fit whole is left out, never cut
+    mid-sentence, except the first, which is shortened so that an answer always comes back.
+    """
+    from .load import load_kb
+    from .search import load_index, search
+    if budget < 100:
+        raise UsageError("--budget must be at least 100 tokens")
+    hits = search(load_index(kb_root), query, limit=limit, area=area)
+    kb = load_kb(kb_root) if hits else None
+    header = f"# kb context for: {' '.join(query.split())[:200]}\n"
+    out, used, included = [header], estimate_tokens(header), []
+    for n, hit in enumerate(hits):
+        text = compact_markdown(kb.entries[hit.id], hit.matched)
+        if used + estimate_tokens(text) + 1 > budget:
+            if n:
+                continue
+            text = _shortened(text, budget - used - 1)
+        out.append(text)
+        used += estimate_tokens(text) + 1
+        included.append({"id": hit.id, "title": hit.title, "score": round(hit.score, 1),
+                         "low_confidence": hit.low_confidence})
+    text = "\n".join(out)
+    return {"query": query, "budget": budget, "tokens": estimate_tokens(text), "entries": included,
+            "markdown": text}
+
+
+def _shortened(text: str, room: int) -> str:
+    """`text` cut at a word boundary to fit `room` tokens, marked as cut."""
+    cut = text[:max(room - 2, 0) * CHARS_PER_TOKEN]
+    return cut[:cut.rfind(" ")] + " [...]\n" if " " in cut else cut
+
+
+def llms_txt(kb, base_url: str = "") -> str:
+    """The site's llms.txt: what the KB is, then every entry with a one-line symptom and a
+    link to its plain-Markdown copy (`md/<id>.md`), by area."""
+    base = base_url.rstrip("/")
+    lines = ["# kb: debugging PyTorch training that runs but does not learn", "",
+             "> Entries of symptom, cause, fix and the cheapest check that tells a cause from its "
+             "look-alikes; each entry's snippet reproduces the bug, applies the fix and asserts both "
+             "on real torch. Plain-Markdown copies are linked below.", ""]
+    for area in AREAS:
+        entries = sorted((e for e in kb.entries.values() if e.area == area), key=lambda e: e.id)
+        if not entries:
+            continue
+        lines += [f"## {area}", ""]
+        for e in entries:
+            symptom = " ".join(e.symptoms[0].split()) if e.symptoms else e.title
+            if len(symptom) > 140:
+                symptom = symptom[:137].rsplit(" ", 1)[0] + "..."
+            link = f"{base}/md/{e.id}.md" if base else f"md/{e.id}.md"
+            lines.append(f"- [{e.id}]({link}): {e.title}. Seen as: {symptom}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def skill_markdown(kb) -> str:
+    """A self-contained SKILL.md for agent hosts that load skills, generated from the KB."""
+    triage = [kb.entries[i] for i in TRIAGE_PATH if i in kb.entries]
+    areas = {a: sum(1 for e in kb.entries.values() if e.area == a) for a in AREAS}
+    lines = [
+        "---",
+        "name: pytorch-training-debugging",
+        "description: Diagnose a PyTorch training run that runs but does not learn (loss flat, NaN, "
+        "accuracy at chance, val worse than train, a torch error) with a source-checked knowledge base "
+        f"of {len(kb.entries)} known causes, each proven by a runnable snippet. Use it before guessing "
+        "at hyperparameters.",
+        "---",
+        "",
+        "# Debugging a PyTorch run that trains but does not learn",
+        "",
+        "The `kb` command answers from a curated knowledge base: each entry is a known cause with its "
+        "symptoms, the fix, the cheapest check that tells it from look-alikes, and a snippet that "
+        "reproduces the bug and the fix on real torch.",
+        "",
+        "## How to use it",
+        "",
+        "1. Describe what the run shows, in the user's words or the pasted error: "
+        "`kb search \"loss flat after warmup\" --json` (add `--area AREA` to narrow it). "
+        "Results are best first; `low_confidence: true` means no entry explains the query well.",
+        "2. For the best few hits: `kb context \"<same query>\" --budget 1500` gives cause, fix and check "
+        "as compact Markdown; `kb show ID --json` gives one entry whole.",
+        "3. Run the entry's check on the user's code before changing anything; `kb snippet ID` prints a "
+        "self-contained program (pipe it to python) that shows the bug and the fix.",
+        "4. Apply the fix, then confirm with the symptom that brought you here (the loss curve, the metric).",
+        "",
+        "## First hour with a run that misbehaves",
+        "",
+        "When the symptom is vague, go through these in order; each is an entry (`kb show ID`):",
+        "",
+    ]
+    lines += [f"{n}. `{e.id}`: {e.title}" for n, e in enumerate(triage, 1)]
+    lines += ["", "## Areas", ""]
+    lines += [f"- `{a}`: {count} entries" for a, count in areas.items() if count]
+    lines += ["", "## Entries", ""]
+    for e in sorted(kb.entries.values(), key=lambda e: (AREAS.index(e.area), e.id)):
+        lines.append(f"- `{e.id}` ({e.area}): {e.title}")
+    return "\n".join(lines) + "\n"
+
+
+def export_skill(kb, directory: str) -> str:
+    """Write DIR/SKILL.md (atomically); returns its path."""
+    import os
+
+    from .util import write_atomic
+    try:
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, "SKILL.md")
+        write_atomic(path, skill_markdown(kb))
+    except OSError as exc:
+        raise KBError(f"{exc.filename or directory}: cannot write there: {exc.strerror or exc}") from None
+    return path
