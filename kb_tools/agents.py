@@ -24,6 +24,8 @@ def entry_json(entry) -> dict:
     """An entry as `kb show --json` prints it (and the MCP `show` tool returns it)."""
     shown = {k: v for k, v in entry.to_dict().items() if k not in ("lines", "snippet_line")}
     shown["evidence"] = [{"quote": c["quote"], "supports": c["supports"]} for c in entry.evidence]
+    from .lint import rules_for
+    shown["lint_rules"] = [{"code": code, "name": name} for code, name in rules_for(entry.id)]
     return shown
 
 

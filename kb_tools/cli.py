@@ -83,6 +83,10 @@ def cmd_search(args) -> int:
     query = " ".join(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
+    if args.from_lint:
+        return _search_from_lint(args, query)
+    if not query.strip():
+        raise UsageError("search: give what the run shows (e.g. kb search \"loss flat\"), or --from-lint FILE")
     index = load_index(args.kb, dense=not args.lexical)
     _fail_if_invalid(index.header["problems"])
     hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
@@ -103,8 +107,61 @@ def cmd_search(args) -> int:
     return EXIT_OK
 
 
+def _search_from_lint(args, query: str) -> int:
+    """The entries behind what `kb lint` finds in a script, in the order of their first finding."""
+    from .lint import lint_paths
+    kb = _load(args)
+    if query.strip():
+        raise UsageError("search: give a query or --from-lint FILE, not both")
+    hits = {}
+    for finding in lint_paths([args.from_lint]):
+        entry = kb.entries.get(finding.entry)
+        if entry is None or (args.area and entry.area != args.area) or (args.tag and args.tag.lower() not in entry.tags):
+            continue
+        hit = hits.setdefault(entry.id, {"id": entry.id, "title": entry.title, "area": entry.area, "score": 0,
+                                         "matched": str(finding), "low_confidence": False})
+        hit["score"] += 1
+    shown = list(hits.values())[:args.limit]
+    if args.json:
+        _print_json(shown)
+        return EXIT_OK
+    if not shown:
+        print(f"kb lint finds none of the KB's mistakes in {args.from_lint}")
+    for n, hit in enumerate(shown, 1):
+        print(f"{n:2d}. {_style(hit['id'], '1')}  {hit['title']}  [{hit['area']}]  "
+              f"{hit['score']} finding{'s' if hit['score'] != 1 else ''}")
+        print(f"    {_style('found:', '2')} {hit['matched']}")
+    return EXIT_OK
+
+
+def cmd_lint(args) -> int:
+    """Find the KB's mistakes in training scripts; exit 1 when something is found."""
+    from .lint import RULES, lint_paths
+    split = lambda v: [c.strip() for c in v.split(",") if c.strip()] if v else None  # noqa: E731
+    if args.list_rules:
+        rows = [{"code": code, "name": name, "entry": entry} for code, (name, entry, _) in RULES.items()]
+        if args.json:
+            _print_json(rows)
+        else:
+            for r in rows:
+                print(f"{r['code']}  {r['name']:<38} kb show {r['entry']}")
+        return EXIT_OK
+    if not args.paths:
+        raise UsageError("lint: name the scripts or folders to check (or --list-rules)")
+    findings = lint_paths(args.paths, split(args.select), split(args.ignore))
+    if args.json:
+        _print_json([f.to_dict() for f in findings])
+    else:
+        for f in findings:
+            print(str(f).replace(f" {f.code} ", f" {_style(f.code, '1;31')} ", 1))
+        if findings:
+            print(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}", file=sys.stderr)
+    return EXIT_FAIL if findings else EXIT_OK
+
+
 def cmd_show(args) -> int:
     """One entry in full."""
+    from .lint import rules_for
     kb = _load(args)
     e = _entry_or_fail(kb, args.id)
     if args.json:
@@ -118,6 +175,8 @@ def cmd_show(args) -> int:
                 ("Fix", e.fix), ("How to check", e.check), ("Correction", e.correction),
                 ("Caveats", e.caveats), ("Evidence", "\n".join(f"- {c['quote']}: {c['supports']}" for c in e.evidence)),
                 ("See also", ", ".join(e.see_also)),
+                ("Lint rules", "\n".join(f"{code} {name} (kb lint finds it in a script)"
+                                          for code, name in rules_for(e.id))),
                 ("Snippet", f"run it: kb run {e.id}" + (
                     f"   (two processes under torchrun, as `kb snippet {e.id} > s.py && torchrun "
                     f"--standalone --nproc-per-node 2 s.py`)" if e.launch == "torchrun"
@@ -374,7 +433,7 @@ def _args_check(p):
 
 
 def _args_search(p):
-    p.add_argument("query", nargs="+", help="what the run shows")
+    p.add_argument("query", nargs="*", help="what the run shows")
     for flags, name, kind, default, help_text in SEARCH_OPTIONS:  # declared once, in fastpath.py
         if kind == "flag":
             p.add_argument(*flags, dest=name, action="store_true", help=help_text)
@@ -382,6 +441,14 @@ def _args_search(p):
             p.add_argument(*flags, dest=name, choices=AREAS, default=default, help=help_text)
         else:
             p.add_argument(*flags, dest=name, type=kind, default=default, help=help_text)
+
+
+def _args_lint(p):
+    p.add_argument("paths", nargs="*", metavar="PATH", help="Python files, or folders to search for them")
+    p.add_argument("--select", metavar="CODES", help="only these rules (comma-separated codes or prefixes)")
+    p.add_argument("--ignore", metavar="CODES", help="skip these rules (comma-separated codes or prefixes)")
+    p.add_argument("--list-rules", action="store_true", help="every rule: code, name, the entry it detects")
+    add_json_option(p, "the findings (path, line, col, code, name, message, entry)")
 
 
 def _args_show(p):
@@ -488,6 +555,11 @@ COMMANDS = {
     "search": ("rank entries for a symptom", "Rank entries for what you see: two words (\"loss flat\"), "
                "an error message, or a paragraph.", _args_search, cmd_search),
     "show": ("one entry in full", None, _args_show, cmd_show),
+    "lint": ("find the KB's mistakes in training scripts; exit 1 when found", (
+        "Read Python training scripts and report the mistakes of the KB's entries that are visible in the "
+        "code, as path:line:col: CODE message (kb show ENTRY). Exit 0 clean, 1 findings, 2 usage or an "
+        "unreadable or unparsable file. Silence a line with `# kb: noqa` or `# kb: noqa[KBL001]`."),
+        _args_lint, cmd_lint),
     "snippet": ("only the entry's runnable code (pipe it to python)", None, _args_snippet, cmd_snippet),
     "run": ("run an entry's snippet as its test does (torchrun for distributed ones)", None, _args_run, cmd_run),
     "list": ("every entry, one line each", None, _args_list, cmd_list),

@@ -367,6 +367,8 @@ def render_pages(kb, results=None, templates: str | None = None) -> dict:
     if not os.path.isdir(templates):
         raise SiteError(f"{templates}: no site templates here")
     import jinja2
+
+    from .lint import rules_for
     env = _environment(templates)
     ctx = _Context(kb, results)
     common = {"kb": kb, "ctx": ctx, "areas": AREAS, "area_info": AREA_INFO}
@@ -384,7 +386,7 @@ def render_pages(kb, results=None, templates: str | None = None) -> dict:
     for area in AREAS:
         render("area.md.j2", f"areas/{area}/index.md", area=area)
     for e in kb.entries.values():
-        render("entry.md.j2", f"entries/{e.id}.md", e=e, status=ctx.snippet_status(e))
+        render("entry.md.j2", f"entries/{e.id}.md", e=e, status=ctx.snippet_status(e), lint_rules=rules_for(e.id))
     render("symptoms.md.j2", "symptoms.md")
     render("tags.md.j2", "tags.md")
     render("folklore.md.j2", "folklore.md")

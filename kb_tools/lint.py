@@ -1,0 +1,665 @@
+"""`kb lint`: find the knowledge base's bugs in a training script by reading its code.
+
+Many entries describe a mistake that is visible in the source: a softmax fed to
+CrossEntropyLoss, `zero_grad` between `backward` and `step`, `model.eval()` in
+the loop with no `model.train()` after it. Each rule here has a code, detects one
+entry's mistake and points at that entry (`kb show ENTRY`). The analysis is the
+standard library's `ast` plus a light, per-function data flow: which names hold
+losses, optimizers, schedulers, loaders, scalers and models, what a name was last
+assigned from, and the order of calls inside a loop. It prefers silence to a
+guess: a rule fires only when the code shows the mistake, so a clean report is
+not a proof, but a finding is worth reading.
+"""
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import asdict, dataclass
+
+from .util import KBError, UsageError
+
+# code -> (name, entry id, message). The entry explains the cause, the fix and how to check.
+RULES = {
+    "KBL001": ("softmax-before-cross-entropy", "double-softmax",
+               "softmax output passed to a cross-entropy loss, which applies log_softmax itself: pass the raw logits"),
+    "KBL002": ("sigmoid-before-bce", "bce-with-logits",
+               "sigmoid output passed to {loss}: use BCEWithLogitsLoss on the raw logits (stable, no saturation)"),
+    "KBL003": ("nll-on-raw-scores", "nll-needs-log-softmax",
+               "NLLLoss on scores that are not log-probabilities: apply log_softmax first, or use CrossEntropyLoss"),
+    "KBL004": ("zero-grad-missing", "optimizer-step-order",
+               "the loop calls backward() and step() but gradients are never zeroed: they accumulate across steps"),
+    "KBL005": ("zero-grad-between-backward-and-step", "optimizer-step-order",
+               "zero_grad() between backward() and step() wipes the gradients: step() then moves nothing"),
+    "KBL006": ("scheduler-before-optimizer", "scheduler-step-order",
+               "scheduler.step() runs before optimizer.step(): the first learning rate is skipped"),
+    "KBL007": ("eval-without-train", "train-eval-mode",
+               "{what} puts the model in eval mode inside the training loop and nothing calls .train() again: "
+               "later epochs train with dropout off and BatchNorm frozen"),
+    "KBL008": ("optimizer-before-new-head", "params-not-in-optimizer",
+               "a new module is attached to {model} after its optimizer was built: its parameters are not in the "
+               "optimizer and never train"),
+    "KBL009": ("train-loader-not-shuffled", "train-shuffle-off",
+               "training DataLoader {how}: every epoch sees the samples in the same order (often sorted by class)"),
+    "KBL010": ("loss-detached-from-graph", "loss-detached-from-graph",
+               "the loss is computed from {how}: it is cut from the graph, so backward() reaches no parameter"),
+    "KBL011": ("accumulation-without-division", "grad-accumulation-scaling",
+               "gradients are accumulated over several backward() calls per step() but the loss is not divided by "
+               "the number of micro-batches: the effective learning rate is multiplied by it"),
+    "KBL012": ("clip-before-unscale", "clip-before-unscale",
+               "gradients are clipped while still multiplied by the GradScaler's scale: call scaler.unscale_(optimizer) "
+               "before clipping"),
+    "KBL013": ("next-iter-in-loop", "same-batch-every-step",
+               "next(iter(loader)) inside the loop starts a new pass over the loader every step: without shuffling "
+               "it is the same first batch each time"),
+    "KBL014": ("sampler-set-epoch-missing", "distributed-sampler-set-epoch",
+               "DistributedSampler is never told the epoch (sampler.set_epoch(epoch)): every epoch uses the same order"),
+    "KBL015": ("optimizer-created-in-loop", "stale-optimizer-state",
+               "the optimizer is created inside the training loop: its state (momentum, Adam moments) restarts every "
+               "iteration"),
+    "KBL016": ("fp16-params-with-adam", "adam-eps-low-precision",
+               "the model's parameters are cast to float16 and trained with {opt}: its eps and second moment underflow "
+               "in fp16; keep fp32 weights and use autocast"),
+}
+
+CE_LOSSES = {"torch.nn.CrossEntropyLoss", "torch.nn.functional.cross_entropy"}
+BCE_LOSSES = {"torch.nn.BCELoss", "torch.nn.functional.binary_cross_entropy"}
+BCE_LOGITS = {"torch.nn.BCEWithLogitsLoss", "torch.nn.functional.binary_cross_entropy_with_logits"}
+NLL_LOSSES = {"torch.nn.NLLLoss", "torch.nn.functional.nll_loss"}
+SOFTMAX = {"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"}
+LOG_SOFTMAX = {"torch.log_softmax", "torch.nn.functional.log_softmax", "torch.special.log_softmax"}
+SIGMOID = {"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit"}
+MODULE_ACTS = {"torch.nn.Softmax": "softmax", "torch.nn.LogSoftmax": "log_softmax", "torch.nn.Sigmoid": "sigmoid"}
+ADAM = {"torch.optim.Adam", "torch.optim.AdamW", "torch.optim.Adamax", "torch.optim.NAdam", "torch.optim.RAdam"}
+LOSS_KINDS = {**{n: "ce" for n in CE_LOSSES}, **{n: "bce" for n in BCE_LOSSES},
+              **{n: "bce-logits" for n in BCE_LOGITS}, **{n: "nll" for n in NLL_LOSSES}}
+MAX_SOURCE_BYTES = 5 << 20
+
+
+@dataclass
+class Finding:
+    """One mistake found: where, which rule, what to read."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    message: str
+    entry: str
+
+    def __str__(self):
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message} (kb show {self.entry})"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "name": RULES[self.code][0]}
+
+
+def rules_for(entry_id: str) -> list:
+    """The lint rules that detect an entry's mistake, as (code, name)."""
+    return [(code, name) for code, (name, entry, _) in RULES.items() if entry == entry_id]
+
+
+# ---------------------------------------------------------------- names
+
+class Imports:
+    """What local names stand for: `nn` -> torch.nn, `CrossEntropyLoss` -> torch.nn.CrossEntropyLoss."""
+
+    def __init__(self, tree):
+        self.names = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.names[a.asname] = a.name
+                    else:
+                        self.names.setdefault(a.name.split(".")[0], a.name.split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    self.names[a.asname or a.name] = f"{node.module}.{a.name}"
+
+    def canon(self, expr) -> str | None:
+        """The dotted name an expression refers to, with imports resolved (`F.softmax` ->
+        torch.nn.functional.softmax); None for anything that is not a plain dotted name."""
+        if isinstance(expr, ast.Name):
+            return self.names.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            base = self.canon(expr.value)
+            return f"{base}.{expr.attr}" if base else None
+        return None
+
+
+def dotted(expr) -> str | None:
+    """`self.criterion` -> "self.criterion", `loss` -> "loss"; None for anything else."""
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        base = dotted(expr.value)
+        return f"{base}.{expr.attr}" if base else None
+    return None
+
+
+def method_call(node, *names) -> str | None:
+    """The receiver of `X.name(...)` for one of `names` ("" when it is not a plain name), else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names:
+        return dotted(node.func.value) or ""
+    return None
+
+
+def calls_in(node):
+    """Every call inside `node`, in source order."""
+    found = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def keyword(call, name):
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def is_false(expr) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is False
+
+
+# ---------------------------------------------------------------- the analysis of one file
+
+class Analysis:
+    """The facts the rules read, gathered once per file."""
+
+    def __init__(self, tree, imports: Imports):
+        self.tree, self.imp = tree, imports
+        self.kinds = {}          # dotted name -> "loss:ce" | "optimizer" | "scheduler" | "loader" | ...
+        self.values = {}         # dotted name -> the expression it was last assigned (file order)
+        self.class_output = {}   # class name -> "softmax" | "log_softmax" | "sigmoid" | "raw" (what forward returns)
+        self.model_output = {}   # dotted name -> what calling it returns, as above
+        self.evaluators = set()  # functions defined here that call .eval() and never .train()
+        self._classes()
+        self._assignments()
+        self._evaluators()
+
+    # -- what an expression is
+    def activation(self, expr, depth: int = 0) -> str | None:
+        """"softmax", "log_softmax", "sigmoid" or "raw" when `expr` visibly produces one; None if unknown."""
+        if depth > 6 or expr is None:
+            return None
+        if isinstance(expr, ast.Call):
+            name = self.imp.canon(expr.func)
+            if name in SOFTMAX:
+                return "softmax"
+            if name in LOG_SOFTMAX:
+                return "log_softmax"
+            if name in SIGMOID:
+                return "sigmoid"
+            if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("softmax", "log_softmax", "sigmoid") \
+                    and name is None:
+                return expr.func.attr
+            if isinstance(expr.func, ast.Call) and self.imp.canon(expr.func.func) in MODULE_ACTS:
+                return MODULE_ACTS[self.imp.canon(expr.func.func)]   # nn.Softmax(dim=1)(x)
+            callee = dotted(expr.func)
+            if callee is not None:
+                if callee in self.model_output:
+                    return self.model_output[callee]
+                bound = self.values.get(callee)
+                if isinstance(bound, ast.Call) and self.imp.canon(bound.func) in MODULE_ACTS:
+                    return MODULE_ACTS[self.imp.canon(bound.func)]
+                if self.imp.canon(expr.func) == "torch.nn.Linear" or (
+                        isinstance(bound, ast.Call) and self.imp.canon(bound.func) == "torch.nn.Linear"):
+                    return "raw"
+            return None
+        name = dotted(expr)
+        if name is not None and name in self.values and self.values[name] is not expr:
+            return self.activation(self.values[name], depth + 1)
+        return None
+
+    def loss_kind(self, call) -> str | None:
+        """"ce", "bce", "bce-logits", "nll" or "other" when `call` computes a torch loss; else None."""
+        name = self.imp.canon(call.func)
+        if name is not None and _torch_loss(name):
+            return LOSS_KINDS.get(name, "other")
+        if isinstance(call.func, ast.Call) and _torch_loss(self.imp.canon(call.func.func) or ""):
+            return LOSS_KINDS.get(self.imp.canon(call.func.func), "other")   # nn.CrossEntropyLoss()(x, y)
+        kind = self.kinds.get(dotted(call.func) or "")
+        return kind[5:] if kind and kind.startswith("loss:") else None
+
+    # -- gathering
+    def _classes(self):
+        for cls in (n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)):
+            attrs = {}
+            for node in ast.walk(cls):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    for t in node.targets:
+                        if dotted(t):
+                            attrs[dotted(t)] = node.value
+            forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
+            if forward is None:
+                continue
+            returns = [n for n in ast.walk(forward) if isinstance(n, ast.Return) and n.value is not None]
+            if len(returns) != 1:
+                continue
+            local = {dotted(t): n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) for t in n.targets
+                     if dotted(t)}
+            self.class_output[cls.name] = self._returned(returns[0].value, local, attrs)
+
+    def _returned(self, expr, local, attrs, depth=0):
+        if depth > 6:
+            return None
+        if isinstance(expr, ast.Call):
+            name = self.imp.canon(expr.func)
+            for group, act in ((SOFTMAX, "softmax"), (LOG_SOFTMAX, "log_softmax"), (SIGMOID, "sigmoid")):
+                if name in group:
+                    return act
+            if isinstance(expr.func, ast.Attribute) and name is None and expr.func.attr in (
+                    "softmax", "log_softmax", "sigmoid"):
+                return expr.func.attr
+            bound = attrs.get(dotted(expr.func) or "")
+            if isinstance(bound, ast.Call):
+                bname = self.imp.canon(bound.func)
+                if bname in MODULE_ACTS:
+                    return MODULE_ACTS[bname]
+                if bname == "torch.nn.Linear":
+                    return "raw"
+                if bname == "torch.nn.Sequential" and bound.args:
+                    return self._sequential_end(bound)
+            return None
+        name = dotted(expr)
+        if name in local and local[name] is not expr:
+            return self._returned(local[name], local, attrs, depth + 1)
+        return None
+
+    def _sequential_end(self, call):
+        last = call.args[-1] if call.args else None
+        if isinstance(last, ast.Call):
+            name = self.imp.canon(last.func)
+            if name in MODULE_ACTS:
+                return MODULE_ACTS[name]
+            if name == "torch.nn.Linear":
+                return "raw"
+        return None
+
+    def _assignments(self):
+        nodes = sorted((n for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign))),
+                       key=lambda n: (n.lineno, n.col_offset))
+        for node in nodes:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            for target in targets:
+                name = dotted(target)
+                if name is None or value is None:
+                    continue
+                self.values[name] = value
+                kind = self._kind_of(value)
+                if kind:
+                    self.kinds[name] = kind
+                if isinstance(value, ast.Call):
+                    cname = value.func.id if isinstance(value.func, ast.Name) else None
+                    if cname in self.class_output:
+                        self.model_output[name] = self.class_output[cname]
+                    elif self.imp.canon(value.func) == "torch.nn.Sequential":
+                        self.model_output[name] = self._sequential_end(value)
+
+    def _kind_of(self, value) -> str | None:
+        if not isinstance(value, ast.Call):
+            return None
+        name = self.imp.canon(value.func) or ""
+        if _torch_loss(name) and name.split(".")[-1][0].isupper():
+            return "loss:" + LOSS_KINDS.get(name, "other")
+        if name.startswith("torch.optim.lr_scheduler."):
+            return "scheduler"
+        if name.startswith("torch.optim.") and name.split(".")[-1][:1].isupper():
+            return "optimizer"
+        if name in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
+            return "loader"
+        if name.endswith("DistributedSampler"):
+            return "sampler:distributed"
+        if name.endswith("GradScaler"):
+            return "scaler"
+        return None
+
+    def _evaluators(self):
+        for fn in (n for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            names = [n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+            if "eval" in names and "train" not in names and not _trains(fn):
+                self.evaluators.add(fn.name)
+
+
+def _torch_loss(name: str) -> bool:
+    """torch.nn.XLoss classes and torch.nn.functional losses (mse_loss, cross_entropy, ...)."""
+    if name.startswith("torch.nn.functional."):
+        short = name.rsplit(".", 1)[-1]
+        return short.endswith("_loss") or short in ("cross_entropy", "binary_cross_entropy",
+                                                    "binary_cross_entropy_with_logits", "kl_div")
+    return name.startswith("torch.nn.") and name.count(".") == 2 and name.endswith("Loss")
+
+
+def _trains(node) -> bool:
+    """Whether `node` holds a training step: a backward() call."""
+    return any(method_call(n, "backward") is not None for n in ast.walk(node))
+
+
+def _loops(node):
+    return [n for n in ast.walk(node) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
+
+
+def _functions(tree):
+    """The module body and every function, each analysed as its own scope."""
+    yield tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def _own_statements(scope):
+    """The statements of a scope without those of functions or classes nested in it."""
+    out, stack = [], list(getattr(scope, "body", []))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        out.append(node)
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stack.extend(getattr(node, field, []) or [])
+    return out
+
+
+# ---------------------------------------------------------------- the rules
+
+def _check_loss_inputs(a: Analysis, emit):
+    for call in (n for n in ast.walk(a.tree) if isinstance(n, ast.Call)):
+        kind = a.loss_kind(call)
+        if kind is None or not call.args:
+            continue
+        pred = call.args[0]
+        act = a.activation(pred)
+        if kind == "ce" and act == "softmax":
+            emit(call, "KBL001")
+        elif kind in ("bce", "bce-logits") and act == "sigmoid":
+            loss = "BCEWithLogitsLoss, which applies sigmoid again" if kind == "bce-logits" else "BCELoss"
+            emit(call, "KBL002", loss=loss)
+        elif kind == "nll" and act in ("softmax", "raw", "sigmoid"):
+            emit(call, "KBL003")
+        how = _detached(pred)
+        if how:
+            emit(call, "KBL010", how=how)
+
+
+def _detached(expr) -> str | None:
+    """How a loss input was cut from the graph, if visibly: `.detach()`, `.data`, `.item()`, `.numpy()`."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "detach", "item", "numpy", "tolist"):
+            return f"`.{node.func.attr}()`"
+        if isinstance(node, ast.Attribute) and node.attr == "data":
+            return "`.data`"
+    return None
+
+
+def _check_loops(a: Analysis, emit):
+    for scope in _functions(a.tree):
+        own = _own_statements(scope)
+        loops = [n for n in own if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
+        outer = [lp for lp in loops if not any(lp is not o and lp in ast.walk(o) for o in loops)]
+        scope_calls = [n for s in own for n in ast.walk(s) if isinstance(n, ast.Call)]
+        zeroes = any(method_call(c, "zero_grad") is not None for c in scope_calls) or any(
+            isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in n.targets)
+            for s in own for n in ast.walk(s)) or any(
+            method_call(c, "zero_") is not None and "grad" in ast.unparse(c.func) for c in scope_calls)
+        for loop in loops:
+            calls = calls_in(loop)
+            backward = [c for c in calls if method_call(c, "backward") is not None]
+            steps = [c for c in calls if method_call(c, "step") is not None and a.kinds.get(method_call(c, "step"))
+                     in ("optimizer", None) and not _is_scheduler(a, method_call(c, "step"))]
+            if loop in outer and backward and steps and not zeroes:
+                emit(backward[0], "KBL004")
+            _order_rules(a, loop, emit)
+            for c in calls:
+                if isinstance(c.func, ast.Name) and c.func.id == "next" and c.args and isinstance(c.args[0], ast.Call) \
+                        and isinstance(c.args[0].func, ast.Name) and c.args[0].func.id == "iter" and backward:
+                    emit(c, "KBL013")
+                if a.kinds.get(_assigned_name(loop, c) or "") == "optimizer" and backward and loop in outer:
+                    emit(c, "KBL015")
+        for loop in outer:
+            if _trains(loop):
+                _eval_rule(a, loop, emit)
+                _accumulation_rule(a, loop, emit)
+
+
+def _assigned_name(loop, call):
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Assign) and node.value is call:
+            return dotted(node.targets[0])
+    return None
+
+
+def _is_scheduler(a: Analysis, name: str) -> bool:
+    return a.kinds.get(name) == "scheduler" or (a.kinds.get(name) is None and "sched" in name.lower())
+
+
+def _order_rules(a: Analysis, loop, emit):
+    """Order of calls in one block of the loop body: zero_grad between backward and step,
+    scheduler.step before optimizer.step."""
+    for block in [loop.body] + [n.body for n in ast.walk(loop) if hasattr(n, "body") and isinstance(n.body, list)
+                                and n is not loop]:
+        seq = []
+        for stmt in block:
+            for c in calls_in(stmt):
+                seq.append(c)
+        last_backward = None
+        for c in seq:
+            if method_call(c, "backward") is not None:
+                last_backward = c
+            elif method_call(c, "zero_grad") is not None and last_backward is not None:
+                later_step = any(method_call(s, "step") is not None and not _is_scheduler(a, method_call(s, "step"))
+                                 and (s.lineno, s.col_offset) > (c.lineno, c.col_offset) for s in seq)
+                if later_step:
+                    emit(c, "KBL005")
+                last_backward = None
+            elif method_call(c, "step") is not None and not _is_scheduler(a, method_call(c, "step")):
+                last_backward = None
+    body_calls = [c for stmt in loop.body for c in calls_in(stmt)]
+    first_sched = next((c for c in body_calls if method_call(c, "step") is not None
+                        and a.kinds.get(method_call(c, "step")) == "scheduler"), None)
+    first_opt = next((c for c in body_calls if method_call(c, "step") is not None
+                      and a.kinds.get(method_call(c, "step")) == "optimizer"), None)
+    if first_sched is not None and first_opt is not None and \
+            (first_sched.lineno, first_sched.col_offset) < (first_opt.lineno, first_opt.col_offset):
+        emit(first_sched, "KBL006")
+
+
+def _eval_rule(a: Analysis, loop, emit):
+    calls = calls_in(loop)
+    if any(method_call(c, "train") is not None for c in calls):
+        return
+    for c in calls:
+        if method_call(c, "eval") is not None:
+            emit(c, "KBL007", what=f"{method_call(c, 'eval') or 'the model'}.eval()")
+            return
+        if isinstance(c.func, ast.Name) and c.func.id in a.evaluators:
+            emit(c, "KBL007", what=f"{c.func.id}()")
+            return
+
+
+def _accumulation_rule(a: Analysis, loop, emit):
+    """backward() every iteration, step() only under `if ... % N == 0`, loss never divided."""
+    conditional_step = False
+    for node in ast.walk(loop):
+        if isinstance(node, ast.If) and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
+                                            for n in ast.walk(node.test)):
+            if any(method_call(c, "step") is not None and not _is_scheduler(a, method_call(c, "step"))
+                   for c in calls_in(node)):
+                conditional_step = True
+    if not conditional_step:
+        return
+    for c in calls_in(loop):
+        receiver = method_call(c, "backward")
+        if receiver is None:
+            continue
+        inner = c.func.value
+        if isinstance(inner, ast.Call) and method_call(inner, "scale") is not None and inner.args:
+            inner = inner.args[0]   # scaler.scale(loss).backward()
+        if _divided(a, inner, loop):
+            return
+        emit(c, "KBL011")
+        return
+
+
+def _divided(a: Analysis, expr, loop) -> bool:
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(expr)):
+        return True
+    name = dotted(expr)
+    if name is None:
+        return True  # not a plain name: cannot tell, stay silent
+    for node in ast.walk(a.tree):
+        if isinstance(node, ast.AugAssign) and dotted(node.target) == name and isinstance(node.op, ast.Div):
+            return True
+        if isinstance(node, ast.Assign) and any(dotted(t) == name for t in node.targets) and any(
+                isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(node.value)):
+            return True
+        if isinstance(node, ast.Assign) and any(dotted(t) == name for t in node.targets) and any(
+                keyword(n, "reduction") is not None for n in ast.walk(node.value) if isinstance(n, ast.Call)):
+            return True
+    return False
+
+
+def _check_file_wide(a: Analysis, emit):
+    calls = [n for n in ast.walk(a.tree) if isinstance(n, ast.Call)]
+    called = {c.func.attr for c in calls if isinstance(c.func, ast.Attribute)}
+    # KBL008: a module attached to a model after an optimizer over its parameters was built
+    optimizers = []
+    for node in sorted((n for n in ast.walk(a.tree) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+        value = node.value
+        if isinstance(value, ast.Call) and a._kind_of(value) == "optimizer" and value.args:
+            params = value.args[0]
+            owner = method_call(params, "parameters")
+            if owner:
+                optimizers.append((owner, node.lineno))
+        for target in node.targets:
+            if isinstance(target, ast.Attribute) and isinstance(value, ast.Call):
+                owner = dotted(target.value)
+                vname = a.imp.canon(value.func) or ""
+                if owner and vname.startswith("torch.nn.") and vname.split(".")[-1][:1].isupper() and any(
+                        o == owner and line < node.lineno for o, line in optimizers):
+                    emit(node, "KBL008", model=owner)
+    # KBL009: the training loader, not shuffled and without a sampler
+    for node in ast.walk(a.tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and a._kind_of(node.value) == "loader":
+            name = (dotted(node.targets[0]) or "").lower()
+            call = node.value
+            if "train" not in name or keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
+                continue
+            shuffle = keyword(call, "shuffle")
+            if shuffle is None and len(call.args) < 3:
+                emit(call, "KBL009", how="has no shuffle=True (the default is False)")
+            elif is_false(shuffle):
+                emit(call, "KBL009", how="has shuffle=False")
+    # KBL012: clip before unscale_ under a GradScaler
+    if any(k == "scaler" for k in a.kinds.values()) or "scale" in called:
+        for scope in _functions(a.tree):
+            seq = [c for s in _own_statements(scope) for c in ast.walk(s) if isinstance(c, ast.Call)]
+            seq.sort(key=lambda c: (c.lineno, c.col_offset))
+            scaled = any(method_call(c, "scale") is not None for c in seq)
+            unscaled = False
+            for c in seq:
+                if method_call(c, "unscale_") is not None:
+                    unscaled = True
+                name = a.imp.canon(c.func) or (c.func.attr if isinstance(c.func, ast.Attribute) else "")
+                if scaled and not unscaled and name.split(".")[-1] in ("clip_grad_norm_", "clip_grad_value_"):
+                    emit(c, "KBL012")
+    # KBL014: DistributedSampler without set_epoch anywhere
+    if "set_epoch" not in called:
+        for c in calls:
+            if (a.imp.canon(c.func) or "").endswith("DistributedSampler"):
+                emit(c, "KBL014")
+    # KBL016: parameters cast to float16, trained with an Adam-family optimizer
+    def to_fp16(c):
+        return (method_call(c, "half") is not None and not c.args) or (method_call(c, "to") is not None and any(
+            a.imp.canon(arg) == "torch.float16" for arg in list(c.args) + [k.value for k in c.keywords]))
+    casted = {method_call(c, "half", "to") for c in calls if to_fp16(c)} - {""}
+    for node in ast.walk(a.tree):   # model = Net().cuda().half(): the name bound to the cast result
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and to_fp16(node.value):
+            casted.update(dotted(t) for t in node.targets if dotted(t))
+    if casted and not any((a.imp.canon(c.func) or "").endswith("autocast") for c in calls):
+        for c in calls:
+            name = a.imp.canon(c.func)
+            if name in ADAM and c.args and method_call(c.args[0], "parameters") in casted:
+                emit(c, "KBL016", opt=name.rsplit(".", 1)[-1])
+
+
+CHECKS = (_check_loss_inputs, _check_loops, _check_file_wide)
+
+
+# ---------------------------------------------------------------- running
+
+def _noqa(lines: list, line: int, code: str) -> bool:
+    """`# kb: noqa` (every rule) or `# kb: noqa[KBL001, KBL007]` on the finding's line."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    at = text.find("# kb: noqa")
+    if at == -1:
+        return False
+    rest = text[at + len("# kb: noqa"):]
+    if not rest.startswith("["):
+        return True
+    return code in {c.strip() for c in rest[1:rest.find("]")].split(",")}
+
+
+def lint_source(text: str, path: str = "<string>", select=None, ignore=None) -> list:
+    """Every finding in one file's source, sorted by line. Raises SyntaxError."""
+    tree = ast.parse(text, filename=path)
+    analysis = Analysis(tree, Imports(tree))
+    lines = text.splitlines()
+    found = {}
+
+    def emit(node, code, **fill):
+        name, entry, message = RULES[code]
+        if (select and not any(code.startswith(s) for s in select)) or (ignore and any(code.startswith(s) for s in ignore)):
+            return
+        if _noqa(lines, node.lineno, code):
+            return
+        key = (node.lineno, node.col_offset + 1, code)
+        found.setdefault(key, Finding(path, node.lineno, node.col_offset + 1, code, message.format(**fill), entry))
+
+    for check in CHECKS:
+        check(analysis, emit)
+    return [found[k] for k in sorted(found)]
+
+
+def python_files(paths) -> list:
+    """The .py files named or found under folders (hidden folders and virtualenvs skipped)."""
+    out = []
+    for path in paths:
+        if os.path.isdir(path):
+            for top, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")
+                                 and not os.path.exists(os.path.join(top, d, "pyvenv.cfg")))
+                out.extend(os.path.join(top, f) for f in sorted(files) if f.endswith(".py"))
+        elif os.path.exists(path):
+            out.append(path)
+        else:
+            raise UsageError(f"{path}: no such file or folder")
+    return out
+
+
+def lint_paths(paths, select=None, ignore=None) -> list:
+    """Findings for every Python file under `paths`; an unreadable or unparsable file is a KBError
+    (exit 2 at the command line) naming the file and the line."""
+    for code in list(select or []) + list(ignore or []):
+        if not any(c.startswith(code) for c in RULES):
+            raise UsageError(f"unknown rule code '{code}' (codes: {', '.join(RULES)})")
+    findings = []
+    for path in python_files(paths):
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_SOURCE_BYTES + 1)
+            if len(data) > MAX_SOURCE_BYTES:
+                raise UsageError(f"{path}: larger than {MAX_SOURCE_BYTES >> 20} MB; not a training script")
+            text = data.decode("utf-8")
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{path}: cannot read: not UTF-8 text ({exc.reason})") from None
+        try:
+            findings.extend(lint_source(text, path, select, ignore))
+        except SyntaxError as exc:
+            raise UsageError(f"{path}:{exc.lineno or 0}: cannot parse: {exc.msg}") from None
+        except RecursionError:
+            raise UsageError(f"{path}: cannot parse: nested too deeply") from None
+    return findings
+
+
+__all__ = ["RULES", "Finding", "lint_source", "lint_paths", "rules_for", "KBError"]

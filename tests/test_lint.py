@@ -1,0 +1,110 @@
+"""`kb lint`: every rule flags its bad examples and none of the good look-alikes; the command
+behaves like the linters people know (path:line:col: CODE, exit 1 on findings, 2 on bad input)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+import yaml
+
+from kb_tools import cli
+from kb_tools.lint import RULES, lint_source, rules_for
+from kb_tools.load import load_kb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(ROOT, "tests", "lint", "cases.yaml"), encoding="utf-8") as fh:
+    CASES = yaml.safe_load(fh)["cases"]
+BAD = [c for c in CASES if c["expect"]]
+GOOD = [c for c in CASES if not c["expect"]]
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c["name"] for c in BAD])
+def test_each_bad_example_is_flagged_with_its_rule_only(case):
+    assert sorted({f.code for f in lint_source(case["source"], "case.py")}) == sorted(case["expect"])
+
+
+@pytest.mark.parametrize("case", GOOD, ids=[c["name"] for c in GOOD])
+def test_no_good_look_alike_is_flagged(case):
+    assert [str(f) for f in lint_source(case["source"], "case.py")] == []
+
+
+def test_every_rule_has_bad_and_good_examples_and_an_entry():
+    kb = load_kb(os.path.join(ROOT, "kb"), use_cache=False)
+    flagged = {code for c in BAD for code in c["expect"]}
+    assert sorted(RULES) == sorted(flagged)
+    assert len(GOOD) >= len(RULES)
+    assert [code for code, (_, entry, _) in RULES.items() if entry not in kb.entries] == []
+    assert rules_for("double-softmax") == [("KBL001", "softmax-before-cross-entropy")]
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def scripts(tmp_path):
+    bad = tmp_path / "train.py"
+    bad.write_text(next(c["source"] for c in BAD if c["expect"] == ["KBL005"]))
+    good = tmp_path / "clean.py"
+    good.write_text(GOOD[0]["source"])
+    return tmp_path, bad, good
+
+
+def test_output_exit_codes_and_json(capsys, scripts):
+    folder, bad, good = scripts
+    code, out, err = run(capsys, "lint", str(good))
+    assert (code, out) == (0, "")
+    code, out, err = run(capsys, "lint", str(folder))
+    assert code == 1 and "1 finding" in err
+    assert re.fullmatch(rf"{re.escape(str(bad))}:4:5: KBL005 .+ \(kb show optimizer-step-order\)\n", out)
+    code, out, _ = run(capsys, "lint", str(bad), "--json")
+    (finding,) = json.loads(out)
+    assert code == 1 and finding["code"] == "KBL005" and finding["entry"] == "optimizer-step-order" \
+        and (finding["line"], finding["col"], finding["name"]) == (4, 5, "zero-grad-between-backward-and-step")
+
+
+def test_select_ignore_and_noqa(capsys, scripts):
+    _, bad, _ = scripts
+    assert run(capsys, "lint", str(bad), "--ignore", "KBL005")[0] == 0
+    assert run(capsys, "lint", str(bad), "--select", "KBL00")[0] == 1
+    assert run(capsys, "lint", str(bad), "--select", "KBL001")[0] == 0
+    text = bad.read_text().replace("optimizer.zero_grad()", "optimizer.zero_grad()  # kb: noqa[KBL005]")
+    bad.write_text(text)
+    assert run(capsys, "lint", str(bad))[0] == 0
+    bad.write_text(text.replace("# kb: noqa[KBL005]", "# kb: noqa[KBL001]"))
+    assert run(capsys, "lint", str(bad))[0] == 1
+    bad.write_text(text.replace("# kb: noqa[KBL005]", "# kb: noqa"))
+    assert run(capsys, "lint", str(bad))[0] == 0
+
+
+@pytest.mark.parametrize("content, argv_extra, message", [
+    ("def broken(:\n", [], "cannot parse: "),
+    (b"\xff\xfe not utf-8", [], "not UTF-8"),
+    ("x = 1\n", ["--select", "KBL999"], "unknown rule code 'KBL999'"),
+    (None, [], "no such file or folder"),
+])
+def test_bad_input_is_exit_2_in_one_line(capsys, tmp_path, content, argv_extra, message):
+    path = tmp_path / "script.py"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    code, out, err = run(capsys, "lint", str(path), *argv_extra)
+    assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err and out == ""
+
+
+def test_search_from_lint_gives_the_entries_found(capsys, scripts):
+    _, bad, _ = scripts
+    code, out, _ = run(capsys, "search", "--from-lint", str(bad), "--json")
+    (hit,) = json.loads(out)
+    assert code == 0 and hit["id"] == "optimizer-step-order" and "KBL005" in hit["matched"]
+    assert {"id", "title", "area", "score"} <= set(hit)
+
+
+def test_show_lists_the_rules_that_detect_the_entry(capsys):
+    code, out, _ = run(capsys, "show", "double-softmax")
+    assert code == 0 and "KBL001 softmax-before-cross-entropy" in out
