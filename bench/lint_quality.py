@@ -8,7 +8,7 @@
    regressions; they do not measure how the rules fare on code nobody tuned them to.
 2. Real scripts (tests/lint/real/, vendored from public repositories, see MANIFEST.yaml):
    every finding, and false alarms per 1,000 lines and per 10 scripts. A finding counts
-   as a false alarm unless MANIFEST.yaml records it as judged a real bug by reading the code.
+   as a false alarm unless MANIFEST.yaml records it as judged true (the mistake is really there) by reading the code.
 3. TorchFix (an installable linter for deprecated and slow PyTorch API use) on the same
    inputs, for comparison, when it is installed.
 4. Speed: `lint_source` on a 2,000-line script built from the real ones, against
@@ -61,13 +61,12 @@ def rule_corpus():
 
 
 def real_scripts():
-    manifest_path = os.path.join(REAL, "MANIFEST.yaml")
-    if not os.path.exists(manifest_path):
-        print("\nreal scripts: tests/lint/real/MANIFEST.yaml not found")
-        return []
-    with open(manifest_path, encoding="utf-8") as fh:
-        manifest = yaml.safe_load(fh)
-    items = manifest if isinstance(manifest, list) else manifest.get("files", [])
+    with open(os.path.join(REAL, "MANIFEST.yaml"), encoding="utf-8") as fh:
+        items = yaml.safe_load(fh)
+    missing = [i["file"] for i in items if not os.path.exists(os.path.join(REAL, i["file"]))]
+    if missing:  # third-party code is not committed: restore it as tests/lint/real/README.md says
+        print(f"\nreal scripts: {len(missing)} of {len(items)} files are not restored here; measured on the rest")
+        items = [i for i in items if i["file"] not in missing]
     lines = findings = false_alarms = 0
     print(f"\nreal scripts: {len(items)} files")
     for item in items:
@@ -79,7 +78,7 @@ def real_scripts():
         for f in lint_source(text, item["file"]):
             findings += 1
             verdict = judged.get((f.code, f.line), "unjudged")
-            false_alarms += verdict != "real-bug"
+            false_alarms += str(verdict).lower() != "true"   # YAML reads `verdict: true` as a boolean
             print(f"  {f}  [{verdict}]")
     print(f"{findings} findings in {lines} lines; {false_alarms} counted as false alarms: "
           f"{1000 * false_alarms / max(lines, 1):.2f} per 1,000 lines, "
@@ -109,18 +108,20 @@ def torchfix(cases, real_paths):
 
 
 def speed(real_paths):
-    text, at = "", 0
-    sources = [open(p, encoding="utf-8").read() for p in real_paths] or [""]
-    while text.count("\n") < 2000 and sources:
-        text += sources[at % len(sources)] + "\n"
-        at += 1
-    lines = text.splitlines()[:2000]
-    text = "\n".join(lines) + "\n"
-    try:
-        compile(text, "big.py", "exec")
-    except SyntaxError:  # cut inside a statement: fall back to whole files
-        text = "\n".join(sources) + "\n"
+    """Whole real scripts, concatenated until the text passes 2,000 lines (never cut mid-statement)."""
     import ast
+    if not real_paths:
+        print("\nspeed: no real scripts restored here - skipped")
+        return
+    parts, n = [], 0
+    for path in sorted(real_paths):
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        parts.append(text)
+        n += text.count("\n")
+        if n >= 2000:
+            break
+    text = "\n".join(parts)
     lint_times, parse_times = [], []
     for _ in range(15):
         t = time.perf_counter()
@@ -129,10 +130,9 @@ def speed(real_paths):
         t = time.perf_counter()
         lint_source(text, "big.py")
         lint_times.append(time.perf_counter() - t)
-    n = text.count("\n")
     lint_ms, parse_ms = statistics.median(lint_times) * 1000, statistics.median(parse_times) * 1000
-    print(f"\nspeed on a {n}-line script: lint {lint_ms:.1f} ms, ast.parse alone {parse_ms:.1f} ms "
-          f"(ratio {lint_ms / parse_ms:.1f}x), medians of 15 in one process")
+    print(f"\nspeed on a {text.count(chr(10))}-line script ({len(parts)} real scripts joined): lint {lint_ms:.0f} ms, "
+          f"ast.parse alone {parse_ms:.0f} ms (ratio {lint_ms / parse_ms:.1f}x), medians of 15 in one process")
 
 
 if __name__ == "__main__":

@@ -144,10 +144,45 @@ def method_call(node, *names) -> str | None:
     return None
 
 
+class _Index:
+    """Every node of the file being linted, gathered in one walk: the calls in source order
+    (a node's calls are a slice found by position, not another walk), and nodes by type."""
+
+    calls, starts, by_type, grad_assigns = [], [], {}, None
+
+    @classmethod
+    def build(cls, tree):
+        from bisect import bisect_left, bisect_right
+        cls.left, cls.right = bisect_left, bisect_right
+        by_type = {}
+        for node in ast.walk(tree):
+            by_type.setdefault(type(node), []).append(node)
+        cls.by_type = by_type
+        cls.calls = sorted(by_type.get(ast.Call, []), key=lambda n: (n.lineno, n.col_offset))
+        cls.starts = [(n.lineno, n.col_offset) for n in cls.calls]
+
+    @classmethod
+    def clear(cls):
+        cls.calls, cls.starts, cls.by_type, cls.grad_assigns = [], [], {}, None
+
+    @classmethod
+    def of(cls, *types):
+        return [n for t in types for n in cls.by_type.get(t, [])]
+
+
+def _within(node, inner) -> bool:
+    """Whether `inner` lies inside `node`'s source span."""
+    return (node.lineno, node.col_offset) <= (inner.lineno, inner.col_offset) and \
+        (inner.end_lineno, inner.end_col_offset) <= (node.end_lineno, node.end_col_offset)
+
+
 def calls_in(node):
-    """Every call inside `node`, in source order."""
-    found = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
-    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+    """Every call inside `node` (itself included), in source order."""
+    if isinstance(node, ast.Module):
+        return _Index.calls
+    lo = _Index.left(_Index.starts, (node.lineno, node.col_offset))
+    hi = _Index.right(_Index.starts, (node.end_lineno, node.end_col_offset))
+    return [c for c in _Index.calls[lo:hi] if _within(node, c)]
 
 
 def keyword(call, name):
@@ -170,6 +205,8 @@ class Analysis:
         self.class_output = {}   # class name -> "softmax" | "log_softmax" | "sigmoid" | "raw" (what forward returns)
         self.model_output = {}   # dotted name -> what calling it returns, as above
         self.evaluators = set()  # functions defined here that call .eval() and never .train()
+        self.zeroers = set()     # functions defined here that zero gradients (zero_grad, p.grad = None)
+        self.assigned = {}       # id(call) -> the dotted name its result is assigned to
         self._classes()
         self._assignments()
         self._evaluators()
@@ -220,7 +257,7 @@ class Analysis:
 
     # -- gathering
     def _classes(self):
-        for cls in (n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)):
+        for cls in _Index.of(ast.ClassDef):
             attrs = {}
             for node in ast.walk(cls):
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
@@ -274,8 +311,7 @@ class Analysis:
         return None
 
     def _assignments(self):
-        nodes = sorted((n for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign))),
-                       key=lambda n: (n.lineno, n.col_offset))
+        nodes = sorted(_Index.of(ast.Assign, ast.AnnAssign), key=lambda n: (n.lineno, n.col_offset))
         for node in nodes:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = node.value
@@ -313,10 +349,15 @@ class Analysis:
         return None
 
     def _evaluators(self):
-        for fn in (n for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-            names = [n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+        for node in _Index.of(ast.Assign):
+            if isinstance(node.value, ast.Call) and dotted(node.targets[0]):
+                self.assigned[id(node.value)] = dotted(node.targets[0])
+        for fn in _Index.of(ast.FunctionDef, ast.AsyncFunctionDef):
+            names = [n.func.attr for n in calls_in(fn) if isinstance(n.func, ast.Attribute)]
             if "eval" in names and "train" not in names and not _trains(fn):
                 self.evaluators.add(fn.name)
+            if _zeroes(fn):
+                self.zeroers.add(fn.name)
 
 
 def _torch_loss(name: str) -> bool:
@@ -328,9 +369,22 @@ def _torch_loss(name: str) -> bool:
     return name.startswith("torch.nn.") and name.count(".") == 2 and name.endswith("Loss")
 
 
+def _zeroes(node) -> bool:
+    """Whether `node` zeroes gradients: zero_grad(), `p.grad = None` or `p.grad.zero_()`."""
+    for c in calls_in(node):
+        if method_call(c, "zero_grad") is not None:
+            return True
+        if method_call(c, "zero_") is not None and isinstance(c.func.value, ast.Attribute) and c.func.value.attr == "grad":
+            return True
+    if _Index.grad_assigns is None:
+        _Index.grad_assigns = [n for n in _Index.of(ast.Assign)
+                               if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in n.targets)]
+    return any(_within(node, n) for n in _Index.grad_assigns)
+
+
 def _trains(node) -> bool:
     """Whether `node` holds a training step: a backward() call."""
-    return any(method_call(n, "backward") is not None for n in ast.walk(node))
+    return any(method_call(n, "backward") is not None for n in calls_in(node))
 
 
 def _loops(node):
@@ -340,9 +394,7 @@ def _loops(node):
 def _functions(tree):
     """The module body and every function, each analysed as its own scope."""
     yield tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield node
+    yield from _Index.of(ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def _own_statements(scope):
@@ -361,7 +413,7 @@ def _own_statements(scope):
 # ---------------------------------------------------------------- the rules
 
 def _check_loss_inputs(a: Analysis, emit):
-    for call in (n for n in ast.walk(a.tree) if isinstance(n, ast.Call)):
+    for call in _Index.calls:
         kind = a.loss_kind(call)
         if kind is None or not call.args:
             continue
@@ -394,37 +446,27 @@ def _check_loops(a: Analysis, emit):
     for scope in _functions(a.tree):
         own = _own_statements(scope)
         loops = [n for n in own if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
-        outer = [lp for lp in loops if not any(lp is not o and lp in ast.walk(o) for o in loops)]
-        scope_calls = [n for s in own for n in ast.walk(s) if isinstance(n, ast.Call)]
-        zeroes = any(method_call(c, "zero_grad") is not None for c in scope_calls) or any(
-            isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in n.targets)
-            for s in own for n in ast.walk(s)) or any(
-            method_call(c, "zero_") is not None and "grad" in ast.unparse(c.func) for c in scope_calls)
+        inner = {id(lp) for lp in loops if any(o is not lp and _within(o, lp) for o in loops)}
+        outer = [lp for lp in loops if id(lp) not in inner]
+        zeroes = any(_zeroes(st) for st in getattr(scope, "body", [])) or any(
+            isinstance(c.func, ast.Name) and c.func.id in a.zeroers for st in own for c in calls_in(st))
         for loop in loops:
             calls = calls_in(loop)
             backward = [c for c in calls if method_call(c, "backward") is not None]
-            steps = [c for c in calls if method_call(c, "step") is not None and a.kinds.get(method_call(c, "step"))
-                     in ("optimizer", None) and not _is_scheduler(a, method_call(c, "step"))]
-            if loop in outer and backward and steps and not zeroes:
+            steps = [c for c in calls if method_call(c, "step") is not None and not _is_scheduler(a, method_call(c, "step"))]
+            if id(loop) not in inner and backward and steps and not zeroes:
                 emit(backward[0], "KBL004")
             _order_rules(a, loop, emit)
             for c in calls:
-                if isinstance(c.func, ast.Name) and c.func.id == "next" and c.args and isinstance(c.args[0], ast.Call) \
-                        and isinstance(c.args[0].func, ast.Name) and c.args[0].func.id == "iter" and backward:
+                if backward and isinstance(c.func, ast.Name) and c.func.id == "next" and c.args and \
+                        isinstance(c.args[0], ast.Call) and isinstance(c.args[0].func, ast.Name) and c.args[0].func.id == "iter":
                     emit(c, "KBL013")
-                if a.kinds.get(_assigned_name(loop, c) or "") == "optimizer" and backward and loop in outer:
+                if backward and id(loop) not in inner and a._kind_of(c) == "optimizer" and id(c) in a.assigned:
                     emit(c, "KBL015")
         for loop in outer:
             if _trains(loop):
                 _eval_rule(a, loop, emit)
                 _accumulation_rule(a, loop, emit)
-
-
-def _assigned_name(loop, call):
-    for node in ast.walk(loop):
-        if isinstance(node, ast.Assign) and node.value is call:
-            return dotted(node.targets[0])
-    return None
 
 
 def _is_scheduler(a: Analysis, name: str) -> bool:
@@ -434,12 +476,11 @@ def _is_scheduler(a: Analysis, name: str) -> bool:
 def _order_rules(a: Analysis, loop, emit):
     """Order of calls in one block of the loop body: zero_grad between backward and step,
     scheduler.step before optimizer.step."""
-    for block in [loop.body] + [n.body for n in ast.walk(loop) if hasattr(n, "body") and isinstance(n.body, list)
-                                and n is not loop]:
-        seq = []
-        for stmt in block:
-            for c in calls_in(stmt):
-                seq.append(c)
+    holders = _Index.of(ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)
+    blocks = [loop.body] + [getattr(n, f) for n in holders if n is not loop and _within(loop, n)
+                            for f in ("body", "orelse") if isinstance(getattr(n, f, None), list)]
+    for block in blocks:
+        seq = [c for stmt in block for c in calls_in(stmt)]
         last_backward = None
         for c in seq:
             if method_call(c, "backward") is not None:
@@ -478,19 +519,21 @@ def _eval_rule(a: Analysis, loop, emit):
 def _accumulation_rule(a: Analysis, loop, emit):
     """backward() every iteration, step() only under `if ... % N == 0`, loss never divided."""
     conditional_step = False
-    for node in ast.walk(loop):
-        if isinstance(node, ast.If) and any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
+    for node in (n for n in _Index.of(ast.If) if _within(loop, n)):
+        if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
                                             for n in ast.walk(node.test)):
             if any(method_call(c, "step") is not None and not _is_scheduler(a, method_call(c, "step"))
                    for c in calls_in(node)):
                 conditional_step = True
+                if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for st in node.body for n in ast.walk(st)):
+                    return  # the gradients are rescaled before the step (e.g. by 1 / tokens)
     if not conditional_step:
         return
     for c in calls_in(loop):
         receiver = method_call(c, "backward")
         if receiver is None:
             continue
-        inner = c.func.value
+        inner = c.args[0] if c.args else c.func.value   # accelerator.backward(loss) or loss.backward()
         if isinstance(inner, ast.Call) and method_call(inner, "scale") is not None and inner.args:
             inner = inner.args[0]   # scaler.scale(loss).backward()
         if _divided(a, inner, loop):
@@ -505,7 +548,7 @@ def _divided(a: Analysis, expr, loop) -> bool:
     name = dotted(expr)
     if name is None:
         return True  # not a plain name: cannot tell, stay silent
-    for node in ast.walk(a.tree):
+    for node in _Index.of(ast.AugAssign, ast.Assign):
         if isinstance(node, ast.AugAssign) and dotted(node.target) == name and isinstance(node.op, ast.Div):
             return True
         if isinstance(node, ast.Assign) and any(dotted(t) == name for t in node.targets) and any(
@@ -517,12 +560,33 @@ def _divided(a: Analysis, expr, loop) -> bool:
     return False
 
 
+def _straight_calls(block) -> list:
+    """The calls a block runs in order, entering `with` blocks but not branches, loops or
+    nested definitions (each of those is a block of its own)."""
+    out = []
+    for stmt in block:
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            out.extend(c for item in stmt.items for c in calls_in(item.context_expr))
+            out.extend(_straight_calls(stmt.body))
+        elif not isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.FunctionDef,
+                                   ast.AsyncFunctionDef, ast.ClassDef)):
+            out.extend(calls_in(stmt))
+    return out
+
+
+def _class_folder(a: Analysis, expr) -> bool:
+    """Whether a dataset is visibly an ImageFolder/DatasetFolder: its samples are sorted by class."""
+    value = a.values.get(dotted(expr) or "", expr)
+    return isinstance(value, ast.Call) and (
+        (a.imp.canon(value.func) or dotted(value.func) or "").rsplit(".", 1)[-1] in ("ImageFolder", "DatasetFolder"))
+
+
 def _check_file_wide(a: Analysis, emit):
-    calls = [n for n in ast.walk(a.tree) if isinstance(n, ast.Call)]
+    calls = _Index.calls
     called = {c.func.attr for c in calls if isinstance(c.func, ast.Attribute)}
     # KBL008: a module attached to a model after an optimizer over its parameters was built
     optimizers = []
-    for node in sorted((n for n in ast.walk(a.tree) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+    for node in sorted(_Index.of(ast.Assign), key=lambda n: n.lineno):
         value = node.value
         if isinstance(value, ast.Call) and a._kind_of(value) == "optimizer" and value.args:
             params = value.args[0]
@@ -537,29 +601,33 @@ def _check_file_wide(a: Analysis, emit):
                         o == owner and line < node.lineno for o, line in optimizers):
                     emit(node, "KBL008", model=owner)
     # KBL009: the training loader, not shuffled and without a sampler
-    for node in ast.walk(a.tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and a._kind_of(node.value) == "loader":
+    for node in _Index.of(ast.Assign):
+        if isinstance(node.value, ast.Call) and a._kind_of(node.value) == "loader":
             name = (dotted(node.targets[0]) or "").lower()
             call = node.value
             if "train" not in name or keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
                 continue
             shuffle = keyword(call, "shuffle")
-            if shuffle is None and len(call.args) < 3:
-                emit(call, "KBL009", how="has no shuffle=True (the default is False)")
-            elif is_false(shuffle):
+            if is_false(shuffle):
                 emit(call, "KBL009", how="has shuffle=False")
-    # KBL012: clip before unscale_ under a GradScaler
-    if any(k == "scaler" for k in a.kinds.values()) or "scale" in called:
-        for scope in _functions(a.tree):
-            seq = [c for s in _own_statements(scope) for c in ast.walk(s) if isinstance(c, ast.Call)]
-            seq.sort(key=lambda c: (c.lineno, c.col_offset))
-            scaled = any(method_call(c, "scale") is not None for c in seq)
-            unscaled = False
-            for c in seq:
-                if method_call(c, "unscale_") is not None:
-                    unscaled = True
-                name = a.imp.canon(c.func) or (c.func.attr if isinstance(c.func, ast.Attribute) else "")
-                if scaled and not unscaled and name.split(".")[-1] in ("clip_grad_norm_", "clip_grad_value_"):
+            elif shuffle is None and len(call.args) < 3 and not any(k.arg is None for k in call.keywords) \
+                    and call.args and _class_folder(a, call.args[0]):
+                emit(call, "KBL009", how="over a class-folder dataset has no shuffle=True (the default is False)")
+    # KBL012: clip after a scaled backward in the same block, with no unscale_ between
+    holders = [a.tree] + _Index.of(ast.FunctionDef, ast.AsyncFunctionDef, ast.For, ast.AsyncFor, ast.While, ast.If,
+                                   ast.With, ast.AsyncWith, ast.Try)
+    for block in (getattr(n, f) for n in holders for f in ("body", "orelse") if isinstance(getattr(n, f, None), list)):
+        scaled = False
+        for c in _straight_calls(block):
+            if method_call(c, "backward") is not None and isinstance(c.func.value, ast.Call) \
+                    and method_call(c.func.value, "scale") is not None:
+                scaled = True
+            elif method_call(c, "unscale_") is not None:
+                scaled = False
+            elif scaled:
+                name = a.imp.canon(c.func) or (c.func.attr if isinstance(c.func, ast.Attribute) else
+                                               c.func.id if isinstance(c.func, ast.Name) else "")
+                if name.split(".")[-1] in ("clip_grad_norm_", "clip_grad_value_"):
                     emit(c, "KBL012")
     # KBL014: DistributedSampler without set_epoch anywhere
     if "set_epoch" not in called:
@@ -571,8 +639,8 @@ def _check_file_wide(a: Analysis, emit):
         return (method_call(c, "half") is not None and not c.args) or (method_call(c, "to") is not None and any(
             a.imp.canon(arg) == "torch.float16" for arg in list(c.args) + [k.value for k in c.keywords]))
     casted = {method_call(c, "half", "to") for c in calls if to_fp16(c)} - {""}
-    for node in ast.walk(a.tree):   # model = Net().cuda().half(): the name bound to the cast result
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and to_fp16(node.value):
+    for node in _Index.of(ast.Assign):   # model = Net().cuda().half(): the name bound to the cast result
+        if isinstance(node.value, ast.Call) and to_fp16(node.value):
             casted.update(dotted(t) for t in node.targets if dotted(t))
     if casted and not any((a.imp.canon(c.func) or "").endswith("autocast") for c in calls):
         for c in calls:
@@ -601,7 +669,7 @@ def _noqa(lines: list, line: int, code: str) -> bool:
 def lint_source(text: str, path: str = "<string>", select=None, ignore=None) -> list:
     """Every finding in one file's source, sorted by line. Raises SyntaxError."""
     tree = ast.parse(text, filename=path)
-    analysis = Analysis(tree, Imports(tree))
+    _Index.build(tree)
     lines = text.splitlines()
     found = {}
 
@@ -614,8 +682,12 @@ def lint_source(text: str, path: str = "<string>", select=None, ignore=None) -> 
         key = (node.lineno, node.col_offset + 1, code)
         found.setdefault(key, Finding(path, node.lineno, node.col_offset + 1, code, message.format(**fill), entry))
 
-    for check in CHECKS:
-        check(analysis, emit)
+    try:
+        analysis = Analysis(tree, Imports(tree))
+        for check in CHECKS:
+            check(analysis, emit)
+    finally:
+        _Index.clear()
     return [found[k] for k in sorted(found)]
 
 
