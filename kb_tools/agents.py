@@ -97,18 +97,21 @@ def compact_markdown(entry, matched) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str | None = None) -> dict:
+def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str | None = None,
+            *, index=None, kb=None) -> dict:
     """The best entries for `query` as compact Markdown within `budget` tokens, most relevant first.
 
     Entries come in `kb search`'s order; one that does not fit whole is left out, never cut
     mid-sentence, except the first, which is shortened so that an answer always comes back.
+    A long-running caller (the MCP server) passes the `index` and `kb` it loaded once.
     """
     from .load import load_kb
     from .search import load_index, search
     if budget < 100:
         raise UsageError("--budget must be at least 100 tokens")
-    hits = search(load_index(kb_root), query, limit=limit, area=area)
-    kb = load_kb(kb_root) if hits else None
+    hits = search(index if index is not None else load_index(kb_root), query, limit=limit, area=area)
+    if hits and kb is None:
+        kb = load_kb(kb_root)
     header = f"# kb context for: {' '.join(query.split())[:200]}\n"
     out, used, included = [header], estimate_tokens(header), []
     for n, hit in enumerate(hits):

@@ -582,9 +582,10 @@ COMMANDS = {
         "checklist and every entry, generated from the KB so it cannot drift."), _args_export_skill,
         cmd_export_skill),
     "mcp": ("serve the KB to MCP clients (editors, agents) over stdio", (
-        "A Model Context Protocol server on stdin/stdout with the tools search, show, snippet and "
-        "verify_quote, and every entry as the resource kb://entries/ID. Needs the mcp extra: "
-        "pip install 'kb-tools[mcp]'."), _args_mcp, cmd_mcp),
+        "A Model Context Protocol server on stdin/stdout with the tools search, show, snippet, "
+        "verify_quote and context (search, show and context return what their --json prints), and every "
+        "entry as the resource kb://entries/ID. Needs the mcp extra: pip install 'kb-tools[mcp]'."),
+        _args_mcp, cmd_mcp),
     "evidence": ("manage cached sources under evidence/", None, _args_evidence, None),
 }
 

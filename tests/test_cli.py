@@ -152,12 +152,12 @@ def test_no_colour_when_piped_or_no_color(fixture_kb, monkeypatch):
 @pytest.mark.parametrize("args", [["search", "loss flat"], ["search", "loss flat", "--json", "-n", "3"],
                                   ["show", "alpha-bug"], ["snippet", "alpha-bug"]])
 def test_search_path_imports_no_heavy_modules(fixture_kb, tmp_path, args):
-    """torch, jinja2 and mkdocs never; a cached search not even re, argparse or json (start-up cost)."""
+    """torch, jinja2, mkdocs and mcp never; a cached search not even re, argparse or json (start-up cost)."""
     quick = args[0] == "search"
     probe = ("import sys, io, contextlib\n"
              "from kb_tools.cli import main\n"
              f"with contextlib.redirect_stdout(io.StringIO()): rc = main({['--kb', fixture_kb, *args]!r})\n"
-             f"banned = ('torch', 'jinja2', 'mkdocs') + (('re', 'argparse', 'json') if {quick} else ())\n"
+             f"banned = ('torch', 'jinja2', 'mkdocs', 'mcp') + (('re', 'argparse', 'json') if {quick} else ())\n"
              "bad = [m for m in banned if m in sys.modules]\n"
              "assert rc == 0 and not bad, (rc, bad)\nprint('clean')")
     env = {**os.environ, "KB_CACHE_DIR": str(tmp_path / "cache")}
@@ -250,3 +250,28 @@ def test_show_lists_each_citation_with_why_it_is_cited(fixture_kb):
     assert r.returncode == 0 and "Evidence\n- q-one: It states the cause this entry describes.\n" in r.stdout, r.stdout
     r = kb("--kb", fixture_kb, "show", "alpha-bug", "--json")
     assert json.loads(r.stdout)["evidence"] == [{"quote": "q-one", "supports": "It states the cause this entry describes."}]
+
+
+def test_kb_mcp_without_the_mcp_package_is_a_one_line_error(fixture_kb, monkeypatch, capsys):
+    from kb_tools import cli
+
+    class NoMCP:  # an environment without the mcp package: `import mcp...` fails as it would there
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "mcp" or name.startswith("mcp."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    for name in [m for m in sys.modules if m in ("mcp", "kb_tools.mcp_server") or m.startswith("mcp.")]:
+        monkeypatch.delitem(sys.modules, name)  # restored after the test
+    monkeypatch.setattr(sys, "meta_path", [NoMCP(), *sys.meta_path])
+    code = cli.main(["--kb", fixture_kb, "mcp"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err == "kb: the MCP server needs the `mcp` package (mcp is missing): pip install 'kb-tools[mcp]'\n"
+
+
+def test_kb_mcp_help_names_every_tool():
+    r = kb("mcp", "--help")
+    assert r.returncode == 0
+    for tool in ("search", "show", "snippet", "verify_quote", "context", "kb://entries/ID"):
+        assert tool in r.stdout

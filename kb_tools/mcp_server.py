@@ -1,0 +1,136 @@
+"""`kb mcp`: the KB served over the Model Context Protocol on stdio, for editors and agents that
+call tools rather than shell commands. The tools return the same JSON shapes as the CLI's `--json`
+(from agents.py), so an agent sees one format whichever way it reaches the KB; the server is built on
+the official `mcp` SDK's 2.x API (`MCPServer`), which only `kb mcp` imports."""
+import functools
+import sys
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field, ValidationError
+
+from . import __version__
+from .util import KBError
+
+INSTRUCTIONS = (
+    "A source-checked knowledge base of known causes of PyTorch training that runs but does not learn. "
+    "Start with `search` (or `context` for ready-to-read Markdown) using the user's words or the pasted "
+    "error; then `show` an entry, run its check, and use `snippet` for a program that reproduces the bug "
+    "and the fix. Entries are also resources: kb://entries/{id}."
+)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
+
+
+class _Server(MCPServer):
+    """MCPServer whose argument-validation errors are one line, like every other tool error."""
+
+    async def call_tool(self, name, arguments, context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(f"`{'.'.join(str(p) for p in err['loc']) or 'arguments'}`: {err['msg']}"
+                                 for err in cause.errors())
+            raise ToolError(f"Error executing tool {name}: bad arguments: {problems}") from cause
+
+
+def build_server(kb_root: str | None) -> MCPServer:
+    """The server over the KB at `kb_root` (see load.find_kb_root); the KB and its search
+    index are loaded here, once, and every call reads them."""
+    from .agents import context as kb_context
+    from .agents import entry_json, entry_markdown, resolve, snippet_json, verify_text
+    from .load import load_kb
+    from .model import AREAS
+    from .search import dense_unavailable, load_index, search as kb_search
+    from .util import did_you_mean
+
+    kb = load_kb(kb_root)
+    index = load_index(kb_root)
+    why = dense_unavailable(index)  # also loads the embedder now, not in the first call
+    if why:
+        print(f"kb: lexical ranking only: {why}", file=sys.stderr)  # stdout carries the protocol
+    server = _Server(name="kb", title="kb: debugging PyTorch training", version=__version__,
+                     instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def guarded(fn):
+        """A KBError (the library's one-line user error) becomes the tool's error message."""
+        @functools.wraps(fn)  # the SDK reads the parameters through __wrapped__
+        def call(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except KBError as exc:
+                raise ToolError(str(exc)) from None
+        return call
+
+    def tool(description: str):
+        def register(fn):
+            server.add_tool(guarded(fn), name=fn.__name__, description=description, annotations=READ_ONLY)
+            return fn
+        return register
+
+    def check_area(area):
+        if area is not None and area not in AREAS:
+            raise KBError(f"unknown area '{area}'{did_you_mean(area, list(AREAS))}; one of: {', '.join(AREAS)}")
+
+    @tool("Rank KB entries for a symptom (a few words, a pasted error or a paragraph); "
+          "returns hits best first: id, title, area, score, matched symptom, low_confidence.")
+    def search(query: Annotated[str, Field(description="what the run shows, e.g. 'loss flat after warmup'")],
+               limit: Annotated[int, Field(description="at most this many hits")] = 5,
+               area: Annotated[str | None, Field(description=f"only this area: {', '.join(AREAS)}")] = None,
+               ) -> list[dict[str, Any]]:
+        if limit < 1:
+            raise KBError("limit must be at least 1")
+        check_area(area)
+        return [hit.to_json() for hit in kb_search(index, query, limit=limit, area=area)]
+
+    @tool("One entry in full by id or alias (symptoms, cause, fix, check, evidence, see_also, snippet).")
+    def show(id: Annotated[str, Field(description="entry id or alias, e.g. double-softmax or O12")],
+             ) -> dict[str, Any]:
+        return entry_json(resolve(kb, id))
+
+    @tool("An entry's self-contained program that reproduces the bug, applies the fix and asserts both, "
+          "with the command to run it.")
+    def snippet(id: Annotated[str, Field(description="entry id or alias")]) -> dict[str, Any]:
+        return snippet_json(resolve(kb, id))
+
+    @tool("Check that `text` is verbatim in the cached source `source` (at `lines` if given, or in the "
+          "docstring of `object` for a package source); ok, or the defect found.")
+    def verify_quote(text: Annotated[str, Field(description="the words to check")],
+                     source: Annotated[str, Field(description="source id (a file stem under evidence/) "
+                                                               "or an installed package, e.g. torch")],
+                     lines: Annotated[list[int] | None, Field(description="[first, last] cited lines")] = None,
+                     object: Annotated[str | None, Field(description="dotted path of the object whose "
+                                                                     "docstring holds the text")] = None,
+                     ) -> dict[str, Any]:
+        return verify_text(kb, text, source, lines=lines, object_path=object)
+
+    @tool("The best entries for a symptom as compact Markdown (cause, fix, check) within a token budget, "
+          "most relevant first; paste `markdown` into your context.")
+    def context(query: Annotated[str, Field(description="what the run shows")],
+                budget: Annotated[int, Field(description="at most this many tokens (4 characters each)")] = 1500,
+                ) -> dict[str, Any]:
+        if budget < 100:
+            raise KBError("budget must be at least 100 tokens")
+        return kb_context(kb_root, query, budget=budget, index=index, kb=kb)
+
+    @server.resource("kb://entries/{id}", name="entry", title="KB entry",
+                     description="One entry as plain Markdown: symptoms, cause, fix, check, snippet.",
+                     mime_type="text/markdown")
+    def entry(id: str) -> str:
+        try:
+            return entry_markdown(resolve(kb, id))
+        except KBError as exc:
+            raise ResourceNotFoundError(str(exc)) from None
+
+    return server
+
+
+def serve(kb_root: str | None) -> None:
+    """Serve the KB over stdin/stdout until the client disconnects."""
+    build_server(kb_root).run("stdio")
