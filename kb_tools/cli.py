@@ -86,7 +86,7 @@ def cmd_search(args) -> int:
     if args.from_lint:
         return _search_from_lint(args, query)
     if not query.strip():
-        raise UsageError("search: give what the run shows (e.g. kb search \"loss flat\"), or --from-lint FILE")
+        raise UsageError("empty query: describe what you see, e.g. kb search \"loss flat\" (or give --from-lint FILE)")
     index = load_index(args.kb, dense=not args.lexical)
     _fail_if_invalid(index.header["problems"])
     hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
@@ -583,7 +583,7 @@ COMMANDS = {
         cmd_export_skill),
     "mcp": ("serve the KB to MCP clients (editors, agents) over stdio", (
         "A Model Context Protocol server on stdin/stdout with the tools search, show, snippet, "
-        "verify_quote and context (search, show and context return what their --json prints), and every "
+        "verify_quote, context and lint (search, show, context and lint return what their --json prints), and every "
         "entry as the resource kb://entries/ID. Needs the mcp extra: pip install 'kb-tools[mcp]'."),
         _args_mcp, cmd_mcp),
     "evidence": ("manage cached sources under evidence/", None, _args_evidence, None),

@@ -119,6 +119,24 @@ def build_server(kb_root: str | None) -> MCPServer:
             raise KBError("budget must be at least 100 tokens")
         return kb_context(kb_root, query, budget=budget, index=index, kb=kb)
 
+    @tool("Find the KB's mistakes in a training script (softmax before CrossEntropyLoss, zero_grad between "
+          "backward and step, eval() left on, ...): pass the code, or a path on this machine; findings with "
+          "line, rule code, message and the entry to read.")
+    def lint(code: Annotated[str | None, Field(description="the script's source text")] = None,
+             path: Annotated[str | None, Field(description="a .py file or a folder on this machine")] = None,
+             ) -> dict[str, Any]:
+        from .lint import lint_paths, lint_source
+        if (code is None) == (path is None):
+            raise KBError("give exactly one of `code` (the script's text) or `path`")
+        if code is not None:
+            try:
+                findings = lint_source(code, "<code>")
+            except SyntaxError as exc:
+                raise KBError(f"cannot parse the code: line {exc.lineno}: {exc.msg}") from None
+        else:
+            findings = lint_paths([path])
+        return {"findings": [f.to_dict() for f in findings]}
+
     @server.resource("kb://entries/{id}", name="entry", title="KB entry",
                      description="One entry as plain Markdown: symptoms, cause, fix, check, snippet.",
                      mime_type="text/markdown")

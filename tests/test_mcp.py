@@ -21,7 +21,7 @@ from kb_tools.load import load_kb  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KB_DIR = os.path.join(ROOT, "kb")
-TOOLS = {"search", "show", "snippet", "verify_quote", "context"}
+TOOLS = {"search", "show", "snippet", "verify_quote", "context", "lint"}
 
 
 class Server:
@@ -67,7 +67,7 @@ def call(server, name, **arguments):
     return result.structured_content
 
 
-def test_lists_exactly_the_five_tools_each_with_a_schema_and_a_description(server):
+def test_lists_exactly_the_tools_each_with_a_schema_and_a_description(server):
     tools = server.list_tools().tools
     assert {t.name for t in tools} == TOOLS and len(tools) == len(TOOLS)
     for tool in tools:
@@ -160,3 +160,17 @@ def test_the_server_logged_no_traceback(server):
     server.send_ping()
     assert "Traceback" not in server.errlog.read_text(encoding="utf-8")
 
+
+
+def test_lint_finds_a_mistake_in_code_and_in_a_file(server, capsys, tmp_path):
+    source = "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.zero_grad()\n    opt.step()\n"
+    (finding,) = call(server, "lint", code=source)["findings"]
+    assert (finding["code"], finding["line"], finding["entry"]) == ("KBL005", 4, "optimizer-step-order")
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    capsys.readouterr()
+    assert cli.main(["lint", str(script), "--json"]) == 1  # exit 1: something found
+    assert call(server, "lint", path=str(script))["findings"] == json.loads(capsys.readouterr().out)
+    for bad in ({}, {"code": "def (:"}, {"path": str(tmp_path / "missing.py")}):
+        result = server.call_tool("lint", bad)
+        assert result.is_error and "\n" not in result.content[0].text.strip()
