@@ -22,7 +22,9 @@ def test_hooks_file_has_what_pre_commit_needs():
     assert {h["id"] for h in hooks} >= {"kb-verify"}
     for hook in hooks:
         assert {"id", "name", "entry", "language"} <= set(hook), hook
-        assert hook["language"] == "python" and hook["pass_filenames"] is False
+        assert hook["language"] == "python"
+        # whole-KB checks take no file names; the lint hook is given the staged Python files
+        assert hook.get("pass_filenames", True) is (hook["id"] == "kb-lint"), hook
         assert shlex.split(hook["entry"])[0] == "kb"  # the console script pyproject.toml installs
 
 
@@ -43,3 +45,13 @@ def test_verify_hook_command_passes_here_and_fails_on_a_misquote(tmp_path, monke
     capsys.readouterr()
     assert cli.main(shlex.split(entry)[1:]) == 1
     assert "swapped 'attention' -> 'devotion'" in capsys.readouterr().out
+
+
+def test_lint_hook_command_flags_a_staged_script(tmp_path, capsys):
+    entry = next(h for h in _hooks() if h["id"] == "kb-lint")
+    assert entry["types"] == ["python"]
+    script = tmp_path / "train.py"
+    script.write_text("for x, y in loader:\n    loss = f(model(x), y)\n    loss.backward()\n"
+                      "    opt.zero_grad()\n    opt.step()\n")
+    assert cli.main([*shlex.split(entry["entry"])[1:], str(script)]) == 1
+    assert "KBL005" in capsys.readouterr().out
