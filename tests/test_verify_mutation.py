@@ -150,7 +150,7 @@ def test_every_cached_source_changed_by_one_byte_is_caught(shipped, tmp_path, ca
     assert not misses, misses
 
 
-def test_shipped_kb_is_clean_and_verifies_in_under_a_second(shipped, tmp_path, monkeypatch, capsys):
+def test_shipped_kb_is_clean_cold_and_with_package_texts_cached(shipped, tmp_path, monkeypatch, capsys):
     kb, ctx = shipped
     cache = tmp_path / "cache"
     cold_start = time.perf_counter()
@@ -168,8 +168,7 @@ def test_shipped_kb_is_clean_and_verifies_in_under_a_second(shipped, tmp_path, m
     with capsys.disabled():
         print(f"\nverify {warm.quotes} shipped quotes: {warm_s * 1000:.0f} ms with package texts cached "
               f"(first run, reading torch {warm.packages['torch']}: {cold_s * 1000:.0f} ms)")
-    assert warm.ok(strict=True) and warm.quotes == len(kb.quotes)
-    assert warm_s < 1.0
+    assert warm.ok(strict=True) and warm.quotes == len(kb.quotes)  # speed is measured by bench/verify_speed.py
 
 
 def test_shipped_kb_has_enough_quotes_and_sources(shipped):
