@@ -555,6 +555,9 @@ def _locate(parts: list, passages: list, cited, gaps=None):
                 return Placement("ok", p, starts=inside)
         anywhere = _chain(occ, sizes, gaps=gaps)
         if anywhere is None and gaps and any(g is not None for g in gaps):
+            # a phrase that occurs twice: anchor the first part at each occurrence in turn
+            anywhere = next(filter(None, (_chain([[first]] + occ[1:], sizes, gaps=gaps) for first in occ[0][1:50])), None)
+        if anywhere is None and gaps and any(g is not None for g in gaps):
             spread = _chain(occ, sizes)
             if spread:
                 fallback = fallback or Placement("gap", p, starts=spread)
