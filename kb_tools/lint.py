@@ -16,7 +16,7 @@ import ast
 import os
 from dataclasses import asdict, dataclass
 
-from .util import KBError, UsageError
+from .util import UsageError
 
 # code -> (name, entry id, message). The entry explains the cause, the fix and how to check.
 RULES = {
@@ -217,32 +217,40 @@ class Analysis:
         if depth > 6 or expr is None:
             return None
         if isinstance(expr, ast.Call):
-            name = self.imp.canon(expr.func)
-            if name in SOFTMAX:
-                return "softmax"
-            if name in LOG_SOFTMAX:
-                return "log_softmax"
-            if name in SIGMOID:
-                return "sigmoid"
-            if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("softmax", "log_softmax", "sigmoid") \
-                    and name is None:
-                return expr.func.attr
-            if isinstance(expr.func, ast.Call) and self.imp.canon(expr.func.func) in MODULE_ACTS:
-                return MODULE_ACTS[self.imp.canon(expr.func.func)]   # nn.Softmax(dim=1)(x)
+            act = self._function_activation(expr)
+            if act or isinstance(expr.func, ast.Call):
+                return act or self._module_output(expr.func)   # nn.Softmax(dim=1)(x)
             callee = dotted(expr.func)
-            if callee is not None:
-                if callee in self.model_output:
-                    return self.model_output[callee]
-                bound = self.values.get(callee)
-                if isinstance(bound, ast.Call) and self.imp.canon(bound.func) in MODULE_ACTS:
-                    return MODULE_ACTS[self.imp.canon(bound.func)]
-                if self.imp.canon(expr.func) == "torch.nn.Linear" or (
-                        isinstance(bound, ast.Call) and self.imp.canon(bound.func) == "torch.nn.Linear"):
-                    return "raw"
-            return None
+            if callee is None:
+                return None
+            return self.model_output.get(callee) or self._module_output(self.values.get(callee))
         name = dotted(expr)
         if name is not None and name in self.values and self.values[name] is not expr:
             return self.activation(self.values[name], depth + 1)
+        return None
+
+    def _function_activation(self, call) -> str | None:
+        """The activation a function or tensor method applies: torch.softmax(x), F.sigmoid(x), x.log_softmax()."""
+        name = self.imp.canon(call.func)
+        for group, act in ((SOFTMAX, "softmax"), (LOG_SOFTMAX, "log_softmax"), (SIGMOID, "sigmoid")):
+            if name in group:
+                return act
+        if name is None and isinstance(call.func, ast.Attribute) and call.func.attr in ("softmax", "log_softmax", "sigmoid"):
+            return call.func.attr
+        return None
+
+    def _module_output(self, module) -> str | None:
+        """What a module built by the constructor call `module` returns: nn.Softmax -> "softmax",
+        nn.Linear -> "raw", an nn.Sequential -> what its last layer returns; None if unknown."""
+        if not isinstance(module, ast.Call):
+            return None
+        name = self.imp.canon(module.func)
+        if name in MODULE_ACTS:
+            return MODULE_ACTS[name]
+        if name == "torch.nn.Linear":
+            return "raw"
+        if name == "torch.nn.Sequential" and module.args:
+            return self._module_output(module.args[-1])
         return None
 
     def loss_kind(self, call) -> str | None:
@@ -275,39 +283,14 @@ class Analysis:
             self.class_output[cls.name] = self._returned(returns[0].value, local, attrs)
 
     def _returned(self, expr, local, attrs, depth=0):
+        """What a forward's returned expression is, following its local names and the modules on self."""
         if depth > 6:
             return None
         if isinstance(expr, ast.Call):
-            name = self.imp.canon(expr.func)
-            for group, act in ((SOFTMAX, "softmax"), (LOG_SOFTMAX, "log_softmax"), (SIGMOID, "sigmoid")):
-                if name in group:
-                    return act
-            if isinstance(expr.func, ast.Attribute) and name is None and expr.func.attr in (
-                    "softmax", "log_softmax", "sigmoid"):
-                return expr.func.attr
-            bound = attrs.get(dotted(expr.func) or "")
-            if isinstance(bound, ast.Call):
-                bname = self.imp.canon(bound.func)
-                if bname in MODULE_ACTS:
-                    return MODULE_ACTS[bname]
-                if bname == "torch.nn.Linear":
-                    return "raw"
-                if bname == "torch.nn.Sequential" and bound.args:
-                    return self._sequential_end(bound)
-            return None
+            return self._function_activation(expr) or self._module_output(attrs.get(dotted(expr.func) or ""))
         name = dotted(expr)
         if name in local and local[name] is not expr:
             return self._returned(local[name], local, attrs, depth + 1)
-        return None
-
-    def _sequential_end(self, call):
-        last = call.args[-1] if call.args else None
-        if isinstance(last, ast.Call):
-            name = self.imp.canon(last.func)
-            if name in MODULE_ACTS:
-                return MODULE_ACTS[name]
-            if name == "torch.nn.Linear":
-                return "raw"
         return None
 
     def _assignments(self):
@@ -328,7 +311,7 @@ class Analysis:
                     if cname in self.class_output:
                         self.model_output[name] = self.class_output[cname]
                     elif self.imp.canon(value.func) == "torch.nn.Sequential":
-                        self.model_output[name] = self._sequential_end(value)
+                        self.model_output[name] = self._module_output(value)
 
     def _kind_of(self, value) -> str | None:
         if not isinstance(value, ast.Call):
@@ -734,4 +717,4 @@ def lint_paths(paths, select=None, ignore=None) -> list:
     return findings
 
 
-__all__ = ["RULES", "Finding", "lint_source", "lint_paths", "rules_for", "KBError"]
+__all__ = ["RULES", "Finding", "lint_source", "lint_paths", "rules_for"]
