@@ -136,7 +136,7 @@ def _search_from_lint(args, query: str) -> int:
 
 def cmd_lint(args) -> int:
     """Find the KB's mistakes in training scripts; exit 1 when something is found."""
-    from .lint import RULES, lint_paths
+    from .lint import RULES, lint_paths, python_files
     split = lambda v: [c.strip() for c in v.split(",") if c.strip()] if v else None  # noqa: E731
     if args.list_rules:
         rows = [{"code": code, "name": name, "entry": entry} for code, (name, entry, _) in RULES.items()]
@@ -148,7 +148,10 @@ def cmd_lint(args) -> int:
         return EXIT_OK
     if not args.paths:
         raise UsageError("lint: name the scripts or folders to check (or --list-rules)")
-    findings = lint_paths(args.paths, split(args.select), split(args.ignore))
+    files = python_files(args.paths)
+    if not files:  # as ruff does: a clean exit, but not a silent one, when there was nothing to check
+        print(f"kb lint: no Python files under {', '.join(args.paths)}", file=sys.stderr)
+    findings = lint_paths(files, split(args.select), split(args.ignore))
     if args.json:
         _print_json([f.to_dict() for f in findings])
     else:

@@ -67,6 +67,12 @@ def test_output_exit_codes_and_json(capsys, scripts):
         and (finding["line"], finding["col"], finding["name"]) == (4, 5, "zero-grad-between-backward-and-step")
 
 
+def test_a_folder_without_python_files_is_a_clean_exit_with_a_warning(capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("not a script")
+    code, out, err = run(capsys, "lint", str(tmp_path))
+    assert (code, out) == (0, "") and err.strip() == f"kb lint: no Python files under {tmp_path}"
+
+
 def test_select_ignore_and_noqa(capsys, scripts):
     _, bad, _ = scripts
     assert run(capsys, "lint", str(bad), "--ignore", "KBL005")[0] == 0
