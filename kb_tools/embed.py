@@ -34,7 +34,8 @@ def _is_punctuation(ch: str) -> bool:
     return unicodedata.category(ch).startswith("P")
 
 
-def _is_cjk(cp: int) -> bool:
+def is_cjk(cp: int) -> bool:
+    """A CJK ideograph: BERT, and the lexical side of `kb search`, treat each one as a word of its own."""
     return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
             or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
             or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
@@ -51,7 +52,7 @@ def basic_words(text: str) -> list:
             out.append(" ")
         elif unicodedata.category(ch) in ("Cc", "Cf"):
             continue
-        elif _is_cjk(cp):
+        elif is_cjk(cp):
             out.append(f" {ch} ")
         else:
             out.append(ch)

@@ -60,9 +60,19 @@ _TO_SPACE = {c: " " for c in range(0x250) if chr(c) not in _WORD_CHARS + "+-/"}
 _SPECIAL = frozenset(("+inf", "-inf", "1/n", "-100"))  # meaningful as written: "-100" is ignore_index
 
 
+def _space_ideographs(text: str) -> str:
+    """Each CJK ideograph as a word of its own, as BERT splits them: Chinese has no spaces, and
+    the synonym groups name Chinese terms as sequences of characters."""
+    from .embed import is_cjk
+    return "".join(f" {ch} " if is_cjk(ord(ch)) else ch for ch in text)
+
+
 def _raw_tokens(text: str):
     """Runs of letters, digits and inner `'._`, plus the few signed or slashed tokens of _SPECIAL."""
-    for chunk in text.translate(_TO_SPACE).split():
+    text = text.translate(_TO_SPACE)
+    if not text.isascii():
+        text = _space_ideographs(text)
+    for chunk in text.split():
         if chunk.rstrip("._'") in _SPECIAL:
             yield chunk.rstrip("._'")
             continue

@@ -72,7 +72,7 @@
     // _raw_tokens
     rawTokens(text) {
       let spaced = "";
-      for (const ch of text) spaced += this.toSpace(ch) ? " " : ch;
+      for (const ch of text) spaced += this.toSpace(ch) ? " " : (isCjk(ch.codePointAt(0)) ? ` ${ch} ` : ch);
       const out = [];
       for (const chunk of pySplit(spaced)) {
         const bare = rstrip(chunk, "._'");
