@@ -413,7 +413,8 @@ def test_fix_pair_shows_before_after_above_the_snippet(driver, served):
     shown = _wait(driver, lambda d: d.execute_script("""
         const top = el => el.getBoundingClientRect().top + window.scrollY;
         const fix = document.getElementById('fix'), snippet = document.getElementById('snippet');
-        const before = document.querySelector('.kb-fix-pair .kb-before'), after = document.querySelector('.kb-fix-pair .kb-after');
+        const before = document.querySelector('.kb-fix-pair .kb-before');
+        const after = document.querySelector('.kb-fix-pair .kb-after');
         if (!(fix && snippet && before && after)) return false;
         return {fix: top(fix), before: top(before), after: top(after), snippet: top(snippet),
                 before_label: before.querySelector('strong').textContent, after_label: after.querySelector('strong').textContent,
