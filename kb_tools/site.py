@@ -15,7 +15,9 @@ Safety: every value a template prints goes through the environment's
 `finalize` hook, which turns markdown and HTML control characters into numeric
 character references, so text from the YAML can never become markup or script.
 Only filters that build markup on purpose (and escape what they embed) return
-`Markup` and bypass it.
+`Markup` and bypass it. Entry mentions in prose become links the same way: the
+link text is escaped like any text, and the address is an entry id, which the
+loader keeps URL-safe (KB017).
 
 jinja2 and mkdocs are imported inside the functions: `kb search` never pays for them.
 """
