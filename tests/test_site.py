@@ -654,3 +654,16 @@ def test_shipped_pages_link_every_mention_of_another_entry(shipped_site):
         assert got == want, e.id
         total += len(want)
     assert total >= 200  # the look-alike comparisons of the shipped KB
+
+
+def test_shipped_entries_open_fix_with_their_pair(shipped_site):
+    report, kb = shipped_site
+    paired = [e for e in kb.entries.values() if e.fix_pair]
+    assert len(paired) >= 90  # the goal is every entry; a few have no two-sided change in their snippet
+    for e in kb.entries.values():
+        html = open(os.path.join(report.out, "entries", e.id, "index.html"), encoding="utf-8").read()
+        fix = html.index('id="fix"')
+        after_fix = html[fix:html.index("<h2", fix + 1)]
+        assert ('class="kb-fix-pair"' in after_fix) == bool(e.fix_pair), e.id
+        if e.fix_pair:
+            assert re.match(r'id="fix"[^>]*>.*?</h2>\s*<div class="kb-fix-pair"', after_fix, re.S), e.id
