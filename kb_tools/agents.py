@@ -78,6 +78,9 @@ def entry_markdown(entry, symptoms=None, snippet: bool = True) -> str:
                           ("Correction", entry.correction), ("Caveats", entry.caveats)):
         if text:
             parts.append(f"{heading}: {' '.join(text.split())}")
+        if heading == "Fix" and entry.fix_pair:  # the lines the fix changes, both run by the snippet
+            parts.append("".join(f"{side.capitalize()}:\n```python\n{entry.fix_pair[side]}\n```\n"
+                                 for side in ("before", "after")).rstrip())
     if entry.see_also:
         parts.append(f"See also: {', '.join(entry.see_also)}")
     if snippet and entry.snippet:

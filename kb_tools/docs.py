@@ -28,7 +28,7 @@ def _kind(kind) -> str:
         return "one of " + ", ".join(f"`{v}`" for v in kind)
     return {"str": "str", "list": "list of str", "bool": "bool", "mapping": "mapping",
             "lines": "`[first, last]`", "figures": "mapping of str to quoted str",
-            "citations": "list of `{quote, supports}`"}[kind]
+            "citations": "list of `{quote, supports}`", "fix_pair": "`{before, after}` of code"}[kind]
 
 
 def field_table(spec: dict) -> str:

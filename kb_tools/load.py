@@ -13,9 +13,9 @@ import sys
 
 from . import cache
 from .model import AREAS, KB, LAUNCHERS, SITE_PAGES, SNIPPET_KINDS, SOURCE_KINDS, Entry, Problem, Quote, Source
-from .util import KBError, did_you_mean, is_hex, is_kebab_id, read_regular
+from .util import PROSE_FIELDS, KBError, dead_mentions, did_you_mean, is_hex, is_kebab_id, read_regular
 
-CACHE_FORMAT = 8
+CACHE_FORMAT = 9
 
 SYNONYMS_FILE = "synonyms.yaml"
 # Size caps: a KB file, one text field, one list item (a symptom, a tag), a snippet.
@@ -35,6 +35,7 @@ ENTRY_FIELDS = {
     "symptoms": ("list", "yes, at least 3", "what a user sees, in their words: the curve, the log line, the exact torch error text, and one long description of a whole run"),
     "cause": ("str", "yes", "the mechanism"),
     "fix": ("str", "yes", "the exact code change or knob"),
+    "fix_pair": ("fix_pair", "no (expected)", "`{before: ..., after: ...}`: the few lines (1 to 8 each, block scalars) the fix changes, as the reader would type them; each side must appear in the snippet line for line (indentation aside), so the pair is code the snippet runs; the site shows it at the top of Fix"),
     "check": ("str", "yes", "the cheapest test that separates this cause from its look-alikes (name them)"),
     "caveats": ("str", "yes", "where the advice does not hold"),
     "correction": ("str", "no", "where common folklore is wrong on current torch, what is true instead"),
@@ -349,6 +350,8 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
             col.add(path, at(field), "KB004", field, "must be true or false")
         elif expected == "figures" and _figures_problem(value):
             col.add(path, at(field), "KB004", field, _figures_problem(value))
+        elif expected == "fix_pair" and _fix_pair_problem(value):
+            col.add(path, at(field), "KB004", field, _fix_pair_problem(value))
         elif expected == "mapping" and not isinstance(value, dict):
             col.add(path, at(field), "KB004", field, "must be a mapping of fields")
         elif isinstance(expected, tuple) and not (isinstance(value, str) and value in expected):
@@ -385,6 +388,43 @@ def _figures_problem(value) -> str | None:
             return f"'{name}' is not a snake_case figure name"
         if not (isinstance(figure, str) and figure.strip() and figure == figure.strip() and "\n" not in figure):
             return f"'{name}' must be one line of quoted text as the snippet prints it, got {figure!r}"
+    return None
+
+
+FIX_PAIR_SIDES, FIX_PAIR_MAX_LINES = ("before", "after"), 8
+
+
+def _fix_pair_problem(value) -> str | None:
+    """Why `fix_pair` is malformed: a mapping of `before` and `after`, each 1 to 8 lines of code."""
+    if not isinstance(value, dict):
+        return "must be a mapping of `before:` and `after:` (the lines the fix changes)"
+    keys = [k for k in value if not (isinstance(k, str) and k.startswith("__"))]
+    if sorted(map(str, keys)) != sorted(FIX_PAIR_SIDES):
+        return f"must have exactly `before:` and `after:`, got {', '.join(map(str, keys)) or 'nothing'}"
+    for side in FIX_PAIR_SIDES:
+        code = value[side]
+        if not (isinstance(code, str) and code.strip()):
+            return f"`{side}` must be non-empty code"
+        n = len(code.strip("\n").splitlines())
+        if n > FIX_PAIR_MAX_LINES:
+            return f"`{side}` has {n} lines; at most {FIX_PAIR_MAX_LINES} (show the change, the snippet has the rest)"
+    if value["before"].strip() == value["after"].strip():
+        return "`before` and `after` are the same code"
+    return None
+
+
+def fix_pair_lines(code: str) -> list:
+    """A side of a fix pair (or a snippet) as lines without indentation or trailing blanks."""
+    return [line.strip() for line in code.strip("\n").splitlines()]
+
+
+def missing_fix_pair_side(pair: dict, snippet: str) -> str | None:
+    """The side of `pair` whose lines are not consecutive lines of `snippet` (indentation aside)."""
+    lines = fix_pair_lines(snippet)
+    for side in FIX_PAIR_SIDES:
+        want = fix_pair_lines(pair[side])
+        if not any(lines[i:i + len(want)] == want for i in range(len(lines) - len(want) + 1)):
+            return side
     return None
 
 
@@ -642,7 +682,9 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
         entries[eid] = Entry(
             id=eid, title=text("title"), area=text("area"), tags=listed("tags"),
             aliases=listed("aliases"), symptoms=listed("symptoms"), cause=text("cause"),
-            fix=text("fix"), check=text("check"), caveats=text("caveats"),
+            fix=text("fix"), check=text("check"),
+            fix_pair=None if "fix_pair" in bad or "fix_pair" not in data else
+            {side: data["fix_pair"][side].strip("\n") for side in FIX_PAIR_SIDES}, caveats=text("caveats"),
             correction=text("correction"), see_also=listed("see_also"),
             evidence=[] if "evidence" in bad else _citations(data, rel, col), snippet_kind=text("snippet_kind"),
             snippet_note=text("snippet_note"), launch=text("launch") or "python",
@@ -652,6 +694,13 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             snippet_line=data["__blocks__"].get("snippet", lines.get("snippet", 1)),
         )
         entries[eid].lines["__items__"] = data["__items__"]
+        pair, snippet = entries[eid].fix_pair, data.get("snippet")
+        if pair and isinstance(snippet, str) and "snippet" not in bad:
+            side = missing_fix_pair_side(pair, snippet)
+            if side:
+                col.add(rel, lines["fix_pair"], "KB004", "fix_pair",
+                        f"`{side}` is not in the snippet line for line (indentation aside); "
+                        f"copy the lines the snippet runs")
     _check_references(entries, quotes, col)
     return entries
 
@@ -709,6 +758,7 @@ def url_safe(name: str) -> bool:
 def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
     """see_also, evidence and aliases can only be checked once every file is read."""
     owner = {}
+    known = set(entries) | {a for e in entries.values() for a in e.aliases}
     for e in entries.values():
         items = e.lines["__items__"]
         for ref, line in zip(e.see_also, items.get("see_also", [])):
@@ -720,6 +770,7 @@ def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
             ref = cite["quote"]
             if ref not in quotes:
                 col.add(e.path, cite["line"], "KB011", "evidence", f"unknown quote '{ref}'{did_you_mean(ref, quotes)}")
+        _check_mentions(e, known, col)
         own = set()
         for alias, line in zip(e.aliases, items.get("aliases", [])):
             key = alias.lower()
@@ -738,3 +789,14 @@ def _check_references(entries: dict, quotes: dict, col: _Collector) -> None:
                 col.add(e.path, line, "KB012", "aliases", f"alias '{alias}' is also used by '{owner[key]}'")
             own.add(key)
             owner.setdefault(key, e.id)
+
+
+def _check_mentions(e, known: set, col: _Collector) -> None:
+    """KB025: prose that names an entry by a form the site would link, but no entry has that name."""
+    for field in PROSE_FIELDS:
+        text = getattr(e, field)
+        if not isinstance(text, str):
+            continue
+        for word in dead_mentions(text, known):
+            col.add(e.path, e.lines.get(field, 1), "KB025", field,
+                    f"names '{word}', which is no entry's id or alias{did_you_mean(word, known)}")

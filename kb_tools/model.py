@@ -43,6 +43,7 @@ CHECK_CODES = {
     "KB022": ("malformed-provenance", "A provenance value is malformed: `repo` is owner/name, `commit` 40 hex digits, `sha256` 64 hex digits."),
     "KB023": ("bad-evidence-item", "An `evidence` item is not a mapping of `quote` (an id) and `supports` (one line saying why it backs the entry)."),
     "KB024": ("site-name-clash", "An id or alias cannot name a page of the docs site: `index` as an entry or source id, an alias equal to one of the site's own pages, or an alias with characters other than letters, digits, '.', '_' and '-'."),
+    "KB025": ("dead-mention", "Prose names an entry that does not exist: a code span holding only a kebab-case word (`lr-too-low`), or a kebab-case word after `see`, that is no entry's id or alias."),
 }
 # `kb verify`'s defect kinds, most basic first: a quote gets only the first that applies.
 VERIFY_CODES = {
@@ -108,7 +109,7 @@ class Entry(_Record):
     """
 
     __slots__ = (
-        "id", "title", "area", "tags", "aliases", "symptoms", "cause", "fix",
+        "id", "title", "area", "tags", "aliases", "symptoms", "cause", "fix", "fix_pair",
         "check", "caveats", "correction", "see_also", "evidence",
         "snippet_kind", "snippet_note", "launch", "snippet", "figures",
         "path", "lines", "snippet_line",
@@ -121,6 +122,7 @@ class Entry(_Record):
     symptoms: list
     cause: str
     fix: str
+    fix_pair: dict | None   # {"before": code, "after": code}: the lines the fix changes, both in the snippet
     check: str
     caveats: str
     correction: str | None

@@ -15,7 +15,9 @@ Safety: every value a template prints goes through the environment's
 `finalize` hook, which turns markdown and HTML control characters into numeric
 character references, so text from the YAML can never become markup or script.
 Only filters that build markup on purpose (and escape what they embed) return
-`Markup` and bypass it.
+`Markup` and bypass it. Entry mentions in prose become links the same way: the
+link text is escaped like any text, and the address is an entry id, which the
+loader keeps URL-safe (KB017).
 
 jinja2 and mkdocs are imported inside the functions: `kb search` never pays for them.
 """
@@ -29,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from .model import AREAS, TRIAGE_PATH
-from .util import KBError, write_atomic
+from .util import KBError, prose_words, write_atomic
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 RESULTS_NAME = os.path.join("artifacts", "snippet-results.json")
@@ -91,20 +93,23 @@ def _entities(text: str) -> str:
     return text.translate(_ENTITIES)
 
 
-def inline(value) -> str:
+def inline(value, links=None) -> str:
     """Plain text with `code` spans, as inert inline markdown: whitespace collapsed,
-    code spans become <code>, every other control character an entity."""
+    code spans become <code>, every other control character an entity.
+    `links` (name -> page, from entry_links) turns entry mentions into links."""
     text = " ".join(str(value).split())
     out, pos = [], 0
     for m in _CODE_SPAN.finditer(text):
-        out.append(_entities(text[pos:m.start()]))
-        out.append(f"<code>{_entities(m.group(2).strip())}</code>")
+        out.append(_linked(text[pos:m.start()], links))
+        inner = m.group(2).strip()
+        code = f"<code>{_entities(inner)}</code>"
+        out.append(_mention_link(code, links[inner]) if links and inner in links else code)
         pos = m.end()
-    out.append(_entities(text[pos:]))
+    out.append(_linked(text[pos:], links))
     return _markup("".join(out))
 
 
-def prose(value) -> str:
+def prose(value, links=None) -> str:
     """A prose field as markdown paragraphs; a paragraph whose lines start with
     `-`, `*` or `1.` becomes a list, so writers' lists survive."""
     if not value:
@@ -123,10 +128,41 @@ def prose(value) -> str:
                 else:
                     items[-1] += " " + line
             marker = "1." if ordered else "-"
-            blocks.append("\n".join(f"{marker} {inline(i)}" for i in items))
+            blocks.append("\n".join(f"{marker} {inline(i, links)}" for i in items))
         else:
-            blocks.append(inline(para))
+            blocks.append(inline(para, links))
     return _markup("\n\n".join(blocks))
+
+
+def _mention_link(text: str, page: str) -> str:
+    """Escaped link text (inline markup) to an entry page, marked so that it can be styled."""
+    return f"[{text}]({page}){{ .kb-mention }}"
+
+
+def _linked(text: str, links) -> str:
+    """Text outside code spans, escaped, with each whole-word entry mention made a link."""
+    if not links:
+        return _entities(text)
+    out, pos = [], 0
+    for word, _, _, start in prose_words(text):
+        if word in links:
+            out.append(_entities(text[pos:start]))
+            out.append(_mention_link(_entities(word), links[word]))
+            pos = start + len(word)
+    out.append(_entities(text[pos:]))
+    return "".join(out)
+
+
+def entry_links(kb, entry, root) -> dict:
+    """Every name another entry goes by (id, aliases as written) -> the relative address of its
+    page, for linking mentions in `entry`'s prose; its own names are left out (no self-links).
+    Ids and aliases are URL-safe (KB017, KB024), so the address needs no escaping."""
+    links = {}
+    for other in kb.entries.values():
+        if other.id != entry.id:
+            for name in (other.id, *other.aliases):
+                links[name] = f"{root}entries/{other.id}.md"
+    return links
 
 
 def blockquote(value) -> str:
@@ -386,7 +422,8 @@ def render_pages(kb, results=None, templates: str | None = None) -> dict:
     for area in AREAS:
         render("area.md.j2", f"areas/{area}/index.md", area=area)
     for e in kb.entries.values():
-        render("entry.md.j2", f"entries/{e.id}.md", e=e, status=ctx.snippet_status(e), lint_rules=rules_for(e.id))
+        render("entry.md.j2", f"entries/{e.id}.md", e=e, status=ctx.snippet_status(e), lint_rules=rules_for(e.id),
+               links=entry_links(kb, e, "../"))
     render("symptoms.md.j2", "symptoms.md")
     render("tags.md.j2", "tags.md")
     render("folklore.md.j2", "folklore.md")

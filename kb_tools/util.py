@@ -104,3 +104,48 @@ def write_atomic(path: str, data, exclusive: bool = False) -> None:
         except OSError:
             pass
         raise
+
+
+# ---------------------------------------------------------------- entry mentions in prose
+
+# The prose fields of an entry: the site links entry mentions in these, `kb check` reports dead ones.
+PROSE_FIELDS = ("cause", "fix", "check", "caveats", "correction", "snippet_note")
+# Patterns as text: `re` is imported where they are used, never on the cached search path
+# (re's own cache keeps the compiled forms).
+_CODE_SPAN = r"(`+)(.+?)\1"
+_WORD = r"(?<![\w./-])[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*(?![\w/-]|\.\w)"
+_KEBAB_WORD = r"[a-z][a-z0-9]*(?:-[a-z0-9]+)+\Z"
+_SEE = r"\bsee\s+\Z"
+
+
+def prose_words(text: str):
+    """(word, in_code, code_is_word, start) for each whole word of `text` that could name an entry
+    (letters and digits, optionally joined by single hyphens). `in_code`: the word sits in a
+    `code span`; `code_is_word`: that span holds nothing but the word. A word inside a path,
+    a dotted name or a longer hyphenated word is not whole (`/entries/nan-loss/`, `nan-loss.yaml`)."""
+    import re
+    word = re.compile(_WORD)
+    pos = 0
+    spans = [(m.start(), m.end(), m.group(2).strip()) for m in re.finditer(_CODE_SPAN, text, re.S)]
+    for start, end, inner in spans + [(len(text), len(text), None)]:
+        for m in word.finditer(text, pos, start):
+            yield m.group(0), False, False, m.start()
+        if inner is not None:
+            for m in word.finditer(inner):
+                yield m.group(0), True, m.group(0) == inner, start
+        pos = end
+
+
+def dead_mentions(text: str, known) -> list:
+    """Words of prose that name an entry the KB does not have (KB025): a code span holding only
+    a kebab-case word (`lr-too-low`), or a kebab-case word right after "see". Both forms are
+    how entries name each other; other hyphenated words (`micro-batch`) are ordinary prose."""
+    import re
+    kebab, see = re.compile(_KEBAB_WORD), re.compile(_SEE, re.I)
+    out = []
+    for word, in_code, whole, start in prose_words(text):
+        if word in known or not kebab.match(word):
+            continue
+        if (in_code and whole) or (not in_code and see.search(text, max(0, start - 12), start)):
+            out.append(word)
+    return list(dict.fromkeys(out))

@@ -89,3 +89,16 @@ def test_export_skill_into_an_unwritable_place_is_one_line(tmp_path, capsys):
     target.write_text("x")
     code, _, err = run(capsys, "export-skill", str(target / "sub"))
     assert code == 1 and "cannot write there" in err and err.count("\n") == 1
+
+
+def test_entry_markdown_shows_the_fix_pair_after_the_fix(kb):
+    paired = [e for e in kb.entries.values() if e.fix_pair]
+    assert paired
+    for e in paired:
+        md = agents.entry_markdown(e)
+        fix, check = md.index("\n\nFix: "), md.index("\n\nCheck: ")
+        before = md.index(f"Before:\n```python\n{e.fix_pair['before']}\n```")
+        after = md.index(f"After:\n```python\n{e.fix_pair['after']}\n```")
+        assert fix < before < after < check, e.id
+    plain = next(e for e in kb.entries.values() if not e.fix_pair)
+    assert "Before:\n```python" not in agents.entry_markdown(plain)

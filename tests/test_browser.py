@@ -357,3 +357,73 @@ def test_search_without_the_token_table_ranks_by_words(driver, served):
     finally:
         driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
         driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
+
+
+# ---------------------------------------------------------------- look-alike links, the H1, Before/After
+
+def _section_js(name: str) -> str:
+    """JS returning the elements of the entry section under h2#`name`, up to the next h2."""
+    return f"""
+        const out = [];
+        const h = document.getElementById('{name}');
+        for (let el = h && h.nextElementSibling; el && el.tagName !== 'H2'; el = el.nextElementSibling) out.push(el);
+        return out;"""
+
+
+def _h1(driver) -> str:
+    return driver.execute_script(
+        "const h = document.querySelector('article h1');"
+        "return h ? h.textContent.replace('\\u00b6', '').trim() : null;")
+
+
+def test_look_alike_link_in_check_opens_that_entry(driver, served):
+    from selenium.webdriver.common.by import By
+
+    from kb_tools.util import prose_words
+    base, kb, _ = served
+    names = {n: e.id for e in kb.entries.values() for n in (e.id, *e.aliases)}
+    # entries whose Check names another entry, the shipped double-softmax first when it does
+    pairs = [(e.id, names[w]) for e in sorted(kb.entries.values(), key=lambda e: e.id != "double-softmax")
+             for w, in_code, whole, _ in prose_words(e.check) if w in names and names[w] != e.id and (whole or not in_code)]
+    assert pairs, "no entry's Check names another entry"
+    source, target = pairs[0]
+    driver.get(f"{base}entries/{source}/")
+    link = _wait(driver, lambda d: next((a for el in d.execute_script(_section_js("how-to-check"))
+                                         for a in el.find_elements(By.CSS_SELECTOR, "a.kb-mention")
+                                         if (a.get_attribute("href") or "").endswith(f"/entries/{target}/")), False),
+                 message=f"no link to {target} in the Check section of {source}")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    _wait(driver, lambda d: d.current_url.endswith(f"/entries/{target}/"),
+          message=f"the look-alike link on {source} did not open {target}")
+    e = kb.entries[target]
+    assert _h1(driver) == (f"{e.id} ({e.aliases[0]})" if e.aliases else e.id)
+    subtitle = driver.find_element(By.CSS_SELECTOR, "article p.kb-title").text
+    assert " ".join(subtitle.split()) == " ".join(e.title.replace("`", "").split())
+    assert target in driver.title or e.title.replace("`", "")[:20] in driver.title
+    _no_injected_script(driver)
+
+
+def test_fix_pair_shows_before_after_above_the_snippet(driver, served):
+    base, kb, _ = served
+    paired = [e for e in kb.entries.values() if e.fix_pair]
+    assert paired, "no entry has a fix_pair"
+    e = next((x for x in paired if x.id == "double-softmax"), paired[0])
+    driver.get(f"{base}entries/{e.id}/")
+    shown = _wait(driver, lambda d: d.execute_script("""
+        const top = el => el.getBoundingClientRect().top + window.scrollY;
+        const fix = document.getElementById('fix'), snippet = document.getElementById('snippet');
+        const before = document.querySelector('.kb-fix-pair .kb-before');
+        const after = document.querySelector('.kb-fix-pair .kb-after');
+        if (!(fix && snippet && before && after)) return false;
+        return {fix: top(fix), before: top(before), after: top(after), snippet: top(snippet),
+                before_label: before.querySelector('strong').textContent, after_label: after.querySelector('strong').textContent,
+                before_code: before.querySelector('code').innerText, after_code: after.querySelector('code').innerText,
+                first_fix_block: (() => { const n = fix.nextElementSibling; return n && n.className; })()};"""),
+        message=f"no Before/After pair on {e.id}")
+    assert shown["fix"] < shown["before"] < shown["after"] < shown["snippet"], shown
+    assert "kb-fix-pair" in shown["first_fix_block"]  # the pair opens the Fix section
+    assert (shown["before_label"], shown["after_label"]) == ("Before", "After")
+    assert shown["before_code"].strip() == e.fix_pair["before"].strip()
+    assert shown["after_code"].strip() == e.fix_pair["after"].strip()
+    _no_injected_script(driver)

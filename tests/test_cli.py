@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -275,3 +276,13 @@ def test_kb_mcp_help_names_every_tool():
     assert r.returncode == 0
     for tool in ("search", "show", "snippet", "verify_quote", "context", "kb://entries/ID"):
         assert tool in r.stdout
+
+
+def test_check_reports_a_dead_entry_mention_in_one_line(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("mentions", check="It differs from `alpha-bugg`, see beta-bug."))
+    r = kb("--kb", str(kb_dir), "check", env={"KB_NO_CACHE": "1"})
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if "KB025" in ln]
+    assert re.match(r"kb/entries/loss/mentions\.yaml:\d+: KB025 check: names 'alpha-bugg', which is no entry's id "
+                    r"or alias \(did you mean 'alpha-bug'\?\)$", line), line

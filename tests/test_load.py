@@ -231,3 +231,99 @@ def test_write_atomic_keeps_permissions_and_leaves_no_temp_file(tmp_path):
     with pytest.raises(OSError):
         write_atomic(str(tmp_path / "no-such-folder" / "x"), b"data")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["quotes.yaml"]
+
+
+# ---------------------------------------------------------------- mentions of other entries (KB025)
+
+@pytest.mark.parametrize("field, text, named", [
+    ("check", "It differs from `gone-bug` (no floor).", "gone-bug"),
+    ("caveats", "For the other case see gone-bug.", "gone-bug"),
+    ("correction", "Older advice (see\n  `gone-bug`) is wrong.", "gone-bug"),
+    ("cause", "Like `alpha-bugs`, but worse.", "alpha-bugs"),
+])
+def test_dead_mention_names_file_field_and_word(tmp_path, field, text, named):
+    kb_dir = make_kb(tmp_path)
+    path = write_entry(tmp_path, entry("mentions", **{field: text}))
+    (problem,) = load_kb(str(kb_dir), use_cache=False).problems
+    n = next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(f"{field}:"))
+    assert (problem.code, problem.path, problem.line, problem.field) == ("KB025", "kb/entries/loss/mentions.yaml", n, field)
+    assert f"names '{named}', which is no entry's id or alias" in problem.message
+
+
+@pytest.mark.parametrize("text", [
+    "Compare alpha-bug and `beta-bug`; see A1 and see `alpha-bug`.",   # real ids and an alias
+    "Sum the micro-batch losses, not the per-micro-batch means.",       # ordinary hyphenated words
+    "Call `model.no_sync()` and `torch.cuda.amp`; `1e-3` and `x - y`.",  # code that is not a kebab word
+    "Run `pip install torch-lr-finder` first.",                          # a kebab word inside longer code
+    "See the docs at https://example.org/some-page-name/ for more.",    # part of an address
+])
+def test_ordinary_prose_is_no_dead_mention(tmp_path, text):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("mentions", check=text))
+    assert codes(kb_dir) == []
+
+
+def test_renaming_an_entry_leaves_kb025_where_it_was_named(tmp_path):
+    """The shipped KB, copied, with lr-too-low renamed: every backticked or `see` mention is reported."""
+    import shutil
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    shutil.copytree(os.path.join(repo, "kb"), tmp_path / "kb")
+    shutil.copytree(os.path.join(repo, "evidence"), tmp_path / "evidence")
+    old = tmp_path / "kb" / "entries" / "optimizer" / "lr-too-low.yaml"
+    old.write_text(old.read_text().replace("id: lr-too-low", "id: lr-much-too-low"))
+    old.rename(old.with_name("lr-much-too-low.yaml"))
+    kb = load_kb(str(tmp_path / "kb"), use_cache=False)
+    dead = {(p.path, p.field) for p in kb.problems if p.code == "KB025"}
+    assert {p.code for p in kb.problems} == {"KB025", "KB010"}, [str(p) for p in kb.problems]  # KB010: see_also
+    expected = set()
+    for e in kb.entries.values():
+        for field in ("cause", "fix", "check", "caveats", "correction", "snippet_note"):
+            text = " ".join((getattr(e, field) or "").split())
+            if "`lr-too-low`" in text or re.search(r"\bsee lr-too-low\b", text, re.I):
+                expected.add((e.path, field))
+    assert len(expected) >= 2 and dead == expected
+    assert all("names 'lr-too-low'" in p.message for p in kb.problems if p.code == "KB025")
+
+
+# ---------------------------------------------------------------- fix_pair
+
+PAIR = {"before": "assert torch.allclose(x.grad, torch.full_like(x, 2.0))\n",
+        "after": "x = torch.randn(8, requires_grad=True)\n(x * 2).sum().backward()\n"}
+
+
+def test_fix_pair_loads_when_both_sides_are_in_the_snippet(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("paired", fix_pair=PAIR))
+    kb = load_kb(str(kb_dir), use_cache=False)
+    assert kb.problems == []
+    assert kb.entries["paired"].fix_pair == {k: v.rstrip("\n") for k, v in PAIR.items()}
+    assert kb.entries["alpha-bug"].fix_pair is None
+
+
+def test_fix_pair_side_matches_the_snippet_whatever_its_indentation(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    snippet = "import torch\ndef f(x):\n    y = x.softmax(-1)\n    return y\nassert f(torch.zeros(2)).sum() == 1\n"
+    write_entry(tmp_path, entry("paired", snippet=snippet,
+                                fix_pair={"before": "y = x.softmax(-1)\nreturn y\n", "after": "return y\n"}))
+    assert codes(kb_dir) == []
+
+
+@pytest.mark.parametrize("pair, message", [
+    ({**PAIR, "after": "x = torch.randn(9)\n"}, "`after` is not in the snippet line for line"),
+    ({**PAIR, "before": "(x * 2).sum().backward()\nx = torch.randn(8, requires_grad=True)\n"},
+     "`before` is not in the snippet line for line"),
+    ({"before": PAIR["before"]}, "must have exactly `before:` and `after:`"),
+    ({**PAIR, "extra": "x"}, "must have exactly `before:` and `after:`"),
+    ({**PAIR, "after": "  \n"}, "`after` must be non-empty code"),
+    ({**PAIR, "after": "x = 1\n" * 9}, "`after` has 9 lines; at most 8"),
+    ({"before": PAIR["after"], "after": PAIR["after"]}, "`before` and `after` are the same code"),
+    ("x = 1", "must be a mapping of `before:` and `after:`"),
+])
+def test_fix_pair_problems_name_the_field(tmp_path, pair, message):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("paired", fix_pair=pair))
+    kb = load_kb(str(kb_dir), use_cache=False)
+    (problem,) = kb.problems
+    assert (problem.code, problem.path, problem.field) == ("KB004", "kb/entries/loss/paired.yaml", "fix_pair")
+    assert message in problem.message, str(problem)
+    assert kb.entries["paired"].fix_pair is None or "snippet" in message

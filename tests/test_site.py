@@ -191,7 +191,10 @@ def test_entry_pages_have_every_section_in_order(fixture_site):
         body = content(page(out, f"entries/{e.id}/"))
         assert [norm(h.text()).rstrip("¶").strip() for h in body.find_all("h2")] == SECTIONS, e.id
         h1 = body.find_all("h1")
-        assert len(h1) == 1 and rendered(h1[0].text()).rstrip("¶").strip() == rendered(e.title)
+        assert len(h1) == 1 and norm(h1[0].text()).rstrip("¶").strip() == \
+            (f"{e.id} ({e.aliases[0]})" if e.aliases else e.id)
+        (title,) = body.find_all("p", class_="kb-title")
+        assert rendered(title.text()) == rendered(e.title)
         items = body.find_all("li", class_="kb-symptom")
         assert [rendered(h.text()) for h in items] == [rendered(s) for s in e.symptoms]
 
@@ -209,7 +212,8 @@ def test_snippet_block_and_its_run_results(fixture_site):
     out, kb = fixture_site
     for e in kb.entries.values():
         body = content(page(out, f"entries/{e.id}/"))
-        code = body.find_all("div", class_="highlight")
+        pairs = body.find_all("div", class_="kb-fix-pair")  # the fix pair's two blocks are not the snippet
+        code = [b for b in body.find_all("div", class_="highlight") if not any(b in p.iter() for p in pairs)]
         assert len(code) == 1 and code[0].find_all("code")[0].text().strip() == e.snippet.strip()
     passed = norm(content(page(out, "entries/overfit-one-batch/")).text())
     assert "Passed on cpu with torch 2.13.0+cpu" in passed and "cuda skipped" in passed and "3.11.7" in passed
@@ -583,3 +587,83 @@ def test_llms_txt_indexes_every_entry_with_a_markdown_copy_that_exists(shipped_s
         entry = kb.entries[entry_id]
         assert md.startswith(f"## {entry_id}: {entry.title}") and entry.snippet.splitlines()[0] in md
         assert "<" + "div" not in md  # plain Markdown, not the site's HTML
+
+
+# ---------------------------------------------------------------- mentions, the H1, the fix pair
+
+class _Names:
+    """A stand-in KB: entries with ids and aliases, enough for site.entry_links."""
+
+    def __init__(self, **aliases):
+        class E:
+            def __init__(self, eid, names):
+                self.id, self.aliases = eid, names
+        self.entries = {eid: E(eid, names) for eid, names in aliases.items()}
+
+
+def test_mentions_become_links_to_other_entries_only():
+    kb = _Names(**{"lr-too-low": ["O7"], "double-softmax": ["O12"]})
+    links = site.entry_links(kb, kb.entries["double-softmax"], "../")
+    assert links == {"lr-too-low": "../entries/lr-too-low.md", "O7": "../entries/lr-too-low.md"}
+    text = str(site.prose("Differs from lr-too-low and `O7`; double-softmax and O12 are this one.", links))
+    assert text == ("Differs from [lr&#45;too&#45;low](../entries/lr-too-low.md){ .kb-mention } and "
+                    "[<code>O7</code>](../entries/lr-too-low.md){ .kb-mention }; double&#45;softmax and O12 are "
+                    "this one&#46;")
+    # not whole words, code that is more than the id, other cases of an alias: plain text
+    for plain in ("lr-too-lower", "the lr-too-low.yaml file", "/entries/lr-too-low/", "`lr-too-low(x)`", "o7"):
+        assert "kb-mention" not in str(site.prose(plain, links)), plain
+
+
+def test_mention_links_keep_the_escaping_guarantee():
+    kb = _Names(**{"lr-too-low": [], "here": []})
+    links = site.entry_links(kb, kb.entries["here"], "../")
+    text = str(site.inline("<b>lr-too-low</b>](javascript:x) [lr-too-low](x) *lr-too-low*", links))
+    outside = re.sub(r"\[lr&#45;too&#45;low\]\(\.\./entries/lr-too-low\.md\)\{ \.kb-mention \}", "", text)
+    assert text.count("kb-mention") == 3
+    assert not re.search(r"[<>\[\]()*`_{}]", outside), outside  # every other control character is an entity
+
+
+def test_fixture_entry_links_its_look_alike_and_shows_the_fix_pair(fixture_site):
+    out, kb = fixture_site
+    body = content(page(out, "entries/overfit-one-batch/"))
+    (link,) = body.find_all("a", class_="kb-mention")
+    assert link.attrs["href"] == "../lr-too-low/" and norm(link.text()) == "lr-too-low"
+    body = content(page(out, "entries/double-softmax/"))
+    pair = body.find_all("div", class_="kb-fix-pair")
+    assert len(pair) == 1
+    e = kb.entries["double-softmax"]
+    for side in ("before", "after"):
+        (block,) = pair[0].find_all("div", class_=f"kb-{side}")
+        assert norm(block.text()).startswith(side.capitalize())
+        assert norm(block.find_all("code")[0].text()) == norm(e.fix_pair[side])
+    html = open(os.path.join(out, "entries", "double-softmax", "index.html"), encoding="utf-8").read()
+    assert html.index("kb-fix-pair") < html.index('id="snippet"')
+    assert "kb-fix-pair" not in open(os.path.join(out, "entries", "lr-too-low", "index.html"), encoding="utf-8").read()
+
+
+def test_shipped_pages_link_every_mention_of_another_entry(shipped_site):
+    from kb_tools.util import PROSE_FIELDS, prose_words
+    report, kb = shipped_site
+    names = {n: e.id for e in kb.entries.values() for n in (e.id, *e.aliases)}
+    total = 0
+    for e in kb.entries.values():
+        want = {names[w] for f in PROSE_FIELDS for w, in_code, whole, _ in prose_words(getattr(e, f) or "")
+                if w in names and names[w] != e.id and (whole or not in_code)}
+        body = content(page(report.out, f"entries/{e.id}/"))
+        got = {a.attrs["href"].strip("./").removesuffix("/") for a in body.find_all("a", class_="kb-mention")}
+        assert got == want, e.id
+        total += len(want)
+    assert total >= 200  # the look-alike comparisons of the shipped KB
+
+
+def test_shipped_entries_open_fix_with_their_pair(shipped_site):
+    report, kb = shipped_site
+    paired = [e for e in kb.entries.values() if e.fix_pair]
+    assert len(paired) >= 90  # the goal is every entry; a few have no two-sided change in their snippet
+    for e in kb.entries.values():
+        html = open(os.path.join(report.out, "entries", e.id, "index.html"), encoding="utf-8").read()
+        fix = html.index('id="fix"')
+        after_fix = html[fix:html.index("<h2", fix + 1)]
+        assert ('class="kb-fix-pair"' in after_fix) == bool(e.fix_pair), e.id
+        if e.fix_pair:
+            assert re.match(r'id="fix"[^>]*>.*?</h2>\s*<div class="kb-fix-pair"', after_fix, re.S), e.id
