@@ -255,15 +255,27 @@ def test_symptom_index_lists_every_symptom_with_its_entry(fixture_site):
     assert listed == expected
 
 
-def test_folklore_has_every_quote_under_each_theme(fixture_site):
+def test_folklore_shows_each_quote_once_under_an_area(fixture_site):
+    """Each quote once, under the heading of the area of the first entry (areas in site
+    order, then id) that cites it; the headings are the area names."""
     out, kb = fixture_site
     body = content(page(out, "folklore/"))
-    seen = {}
-    for block in body.find_all("div", class_="kb-quote"):
-        seen[block.attrs["data-quote"]] = seen.get(block.attrs["data-quote"], 0) + 1
-        q = kb.quotes[block.attrs["data-quote"]]
-        assert rendered(q.text) in norm(block.find_all("blockquote")[0].text())
-    assert seen == {q.id: len(q.themes) or 1 for q in kb.quotes.values()}
+    heading, seen = None, {}
+    for node in body.iter():
+        if node.tag == "h2":
+            heading = norm(node.text()).rstrip("¶").strip()
+        elif node.tag == "div" and "kb-quote" in node.attrs.get("class", "").split():
+            q = kb.quotes[node.attrs["data-quote"]]
+            assert q.id not in seen, f"{q.id} is shown twice"
+            seen[q.id] = heading
+            assert rendered(q.text) in norm(node.find_all("blockquote")[0].text())
+    expected = {}
+    for q in kb.quotes.values():
+        users = sorted((e for e in kb.entries.values() if q.id in e.quote_ids),
+                       key=lambda e: (site.AREAS.index(e.area), e.id))
+        expected[q.id] = site.AREA_INFO[users[0].area][0] if users else "Not yet behind an entry"
+    assert seen == expected
+    assert len(set(expected.values())) >= 2, "the fixture's quotes all fall under one area: the check proves little"
 
 
 def test_citation_links_land_on_the_cited_line(fixture_site):
@@ -281,7 +293,11 @@ def test_citation_links_land_on_the_cited_line(fixture_site):
             with open(os.path.join(FIXTURE, kb.sources[q.source].path), encoding="utf-8") as fh:
                 lines = fh.read().splitlines()
             if q.lines:
-                assert anchor == f"L{q.lines[0]}"
+                first, last = q.lines
+                assert anchor == (f"L{first}" if first == last else f"L{first}-L{last}")
+                if first != last:  # the range's anchor sits right before its first line
+                    assert source_page.by_id(anchor) is not None
+                    anchor = f"L{first}"
                 line = source_page.by_id(anchor)
                 assert line is not None and "kb-quoted" in line.attrs["class"].split()
                 assert line.find_all("span", class_="kb-text")[0].text() == lines[q.lines[0] - 1]
