@@ -599,3 +599,89 @@ def test_llms_txt_indexes_every_entry_with_a_markdown_copy_that_exists(shipped_s
         entry = kb.entries[entry_id]
         assert md.startswith(f"## {entry_id}: {entry.title}") and entry.snippet.splitlines()[0] in md
         assert "<" + "div" not in md  # plain Markdown, not the site's HTML
+
+
+# ---------------------------------------------------------------- deployment: site_url, sitemap, canonical, 404, edit links
+
+SITE_URL, REPO = "https://example.org/debug/kb/", "https://example.org/team/pytorch-kb"
+
+
+@pytest.fixture(scope="module")
+def deployed_site(tmp_path_factory):
+    """The fixture KB built as it would be deployed under a sub-path, with edit links."""
+    tmp = tmp_path_factory.mktemp("deployed-site")
+    out = tmp / "site"
+    code = cli.main(["--kb", FIXTURE_KB, "build", "--out", str(out), "--work", str(tmp / "src"),
+                     "--results", str(tmp / "none.json"), "--site-url", SITE_URL.rstrip("/"),
+                     "--repo-url", REPO, "--edit-uri", "edit/trunk/"])
+    assert code == 0
+    return str(out), load_kb(FIXTURE_KB, use_cache=False)
+
+
+def _html_pages(out):
+    for dirpath, _, files in os.walk(out):
+        for f in files:
+            if f.endswith(".html"):
+                yield os.path.relpath(os.path.join(dirpath, f), out).replace(os.sep, "/")
+
+
+def test_sitemap_lists_every_entry_at_its_absolute_address(deployed_site):
+    out, kb = deployed_site
+    with open(os.path.join(out, "sitemap.xml"), encoding="utf-8") as fh:
+        locs = re.findall(r"<loc>([^<]*)</loc>", fh.read())
+    assert locs and all(loc.startswith(SITE_URL) for loc in locs), locs[:3]
+    assert {f"{SITE_URL}entries/{e.id}/" for e in kb.entries.values()} <= set(locs)
+
+
+def test_every_page_names_its_canonical_address(deployed_site):
+    out, kb = deployed_site
+    aliases = {a for e in kb.entries.values() for a in e.aliases} | {a.lower() for e in kb.entries.values() for a in e.aliases}
+    pages = [p for p in _html_pages(out) if p != "404.html"]
+    assert len(pages) > len(kb.entries)
+    for rel in pages:
+        canon = page(out, rel).find_all("link", rel="canonical")
+        assert len(canon) == 1, rel
+        href = canon[0].attrs["href"]
+        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        if folder in aliases:  # an alias's redirect page names the entry's address
+            assert href.startswith(f"{SITE_URL}entries/"), (rel, href)
+        else:
+            assert href == SITE_URL + (folder + "/" if folder else ""), (rel, href)
+
+
+def test_entry_pages_link_their_yaml_file_for_editing(deployed_site, fixture_site):
+    out, kb = deployed_site
+    for e in kb.entries.values():
+        links = content(page(out, f"entries/{e.id}/")).find_all("p", class_="kb-edit")
+        assert len(links) == 1
+        assert links[0].find_all("a")[0].attrs["href"] == f"{REPO}/edit/trunk/{e.path}"
+        assert os.path.isfile(os.path.join(FIXTURE, e.path))
+    plain, _ = fixture_site  # built without a repository address: no edit link
+    assert all(not content(page(plain, f"entries/{e.id}/")).find_all("p", class_="kb-edit") for e in kb.entries.values())
+
+
+def test_404_page_loads_from_the_sub_path_and_has_the_name_table(deployed_site):
+    out, kb = deployed_site
+    root = page(out, "404.html")
+    sub = urllib.parse.urlsplit(SITE_URL).path
+    assets = [n.attrs["href"] for n in root.find_all("link", rel="stylesheet")] + \
+        [n.attrs["src"] for n in root.find_all("script") if n.attrs.get("src")]
+    assert assets and all(a.startswith(sub) for a in assets), assets
+    assert any(a.endswith("javascripts/kb-site.js") for a in assets)
+    assert root.by_id("kb-did-you-mean") is not None
+    with open(os.path.join(out, "javascripts", "kb-names.json"), encoding="utf-8") as fh:
+        table = json.load(fh)
+    expected = {e.id: e.id for e in kb.entries.values()}
+    expected.update({a: e.id for e in kb.entries.values() for a in e.aliases})
+    assert table["names"] == expected
+    assert set(table["titles"]) == set(kb.entries)
+
+
+@pytest.mark.parametrize("option, value", [("--site-url", "example.org/kb"), ("--repo-url", "ftp://x/y"),
+                                           ("--edit-uri", "../../etc")])
+def test_bad_deployment_option_fails_in_one_line(tmp_path, capsys, option, value):
+    code = cli.main(["--kb", FIXTURE_KB, "build", "--out", str(tmp_path / "site"), "--work", str(tmp_path / "src"),
+                     option, value])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1 and option in err and value in err, err
+    assert "Traceback" not in err and not (tmp_path / "site").exists()
