@@ -436,6 +436,16 @@ for (const el of document.body.querySelectorAll("*")) {
     if (c < arguments[0]) out.push([el.tagName.toLowerCase() + (el.className ? "." + String(el.className).split(" ")[0] : ""),
         el.textContent.trim().slice(0, 40), Math.round(c * 100) / 100, getComputedStyle(el).color, bg.map(Math.round).join(",")]);
 }
+for (const el of document.querySelectorAll("input[placeholder]")) {  // placeholders are text too
+    if (!el.checkVisibility({opacityProperty: true, visibilityProperty: true}) || el.value) continue;
+    for (const pseudo of ["::placeholder", null]) {  // the placeholder, and what will be typed
+        const fg = parse(getComputedStyle(el, pseudo).color); fg[3] *= opacity(el);
+        const bg = background(el), c = ratio(over(fg, bg), bg);
+        checked++;
+        if (c < arguments[0]) out.push(["input" + (pseudo || "") + (document.activeElement === el ? ":focus" : ""),
+            el.placeholder, Math.round(c * 100) / 100, fg.join(","), bg.map(Math.round).join(",")]);
+    }
+}
 return [checked, out];
 """
 
@@ -476,6 +486,12 @@ def test_text_contrast_meets_wcag_aa_in_both_palettes(driver, served):
                 n, bad = driver.execute_script(CONTRAST_JS, AA)
                 checked += n
                 failures += [(path or "/", scheme, *b) for b in bad]
+                if not path:  # the search box once more, focused (white field, dark placeholder)
+                    driver.find_element("css selector", BOX).click()
+                    _settle(driver)
+                    n, bad = driver.execute_script(CONTRAST_JS, AA)
+                    failures += [(path or "/", scheme, *b) for b in bad if b[0].startswith("input")]
+                    driver.execute_script("document.activeElement.blur()")
     finally:
         driver.execute_script("document.body.setAttribute('data-md-color-scheme', 'default')")
     assert checked > 200, "too little text was measured: the check proves nothing"
