@@ -603,7 +603,7 @@ def test_llms_txt_indexes_every_entry_with_a_markdown_copy_that_exists(shipped_s
 
 # ---------------------------------------------------------------- deployment: site_url, sitemap, canonical, 404, edit links
 
-SITE_URL, REPO = "https://example.org/debug/kb/", "https://example.org/team/pytorch-kb"
+SITE_URL, REPO_URL = "https://example.org/debug/kb/", "https://example.org/team/pytorch-kb"
 
 
 @pytest.fixture(scope="module")
@@ -613,7 +613,7 @@ def deployed_site(tmp_path_factory):
     out = tmp / "site"
     code = cli.main(["--kb", FIXTURE_KB, "build", "--out", str(out), "--work", str(tmp / "src"),
                      "--results", str(tmp / "none.json"), "--site-url", SITE_URL.rstrip("/"),
-                     "--repo-url", REPO, "--edit-uri", "edit/trunk/"])
+                     "--repo-url", REPO_URL, "--edit-uri", "edit/trunk/"])
     assert code == 0
     return str(out), load_kb(FIXTURE_KB, use_cache=False)
 
@@ -654,7 +654,7 @@ def test_entry_pages_link_their_yaml_file_for_editing(deployed_site, fixture_sit
     for e in kb.entries.values():
         links = content(page(out, f"entries/{e.id}/")).find_all("p", class_="kb-edit")
         assert len(links) == 1
-        assert links[0].find_all("a")[0].attrs["href"] == f"{REPO}/edit/trunk/{e.path}"
+        assert links[0].find_all("a")[0].attrs["href"] == f"{REPO_URL}/edit/trunk/{e.path}"
         assert os.path.isfile(os.path.join(FIXTURE, e.path))
     plain, _ = fixture_site  # built without a repository address: no edit link
     assert all(not content(page(plain, f"entries/{e.id}/")).find_all("p", class_="kb-edit") for e in kb.entries.values())
