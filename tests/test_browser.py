@@ -9,6 +9,15 @@ Then the search box against `kb search`: every labelled query of QUERY_FILES
 typed into the box, its shown top 3 compared with `search.rank`; keyboard use;
 and words-only ranking when the token table cannot be fetched.
 
+Then accessibility and deployment: the contrast of every visible text in the
+light and the dark palette (computed colours, WCAG formula), lists that are
+lists, a cited range marked whole and below the header, the 404 page's
+did-you-mean, every asset found under the sub-path, snippets that fit at
+1280 px and pages without sideways scroll at 390 px.
+
+The site is built with `--site-url` and served under /kb/ (SUB_PATH), missing
+files answered with its 404.html, so every test also runs under a sub-path.
+
 Runs on the fixture KB (always) and on the shipped KB (once it holds an entry
 whose symptoms describe a flat loss).
 """
