@@ -29,11 +29,26 @@
       if (!line) break;
       line.classList.add("kb-in-range");
     }
-    if (scroll) {
+    if (scroll) place(top);
+  }
+
+  // Bring the first line two lines below the header when it is under the header or far below
+  // it. The theme collapses its tabs once the page scrolls, which moves the content up after
+  // the jump, so the check runs again as the page settles, unless the reader has scrolled.
+  let touched = false;
+  ["wheel", "touchstart", "keydown", "mousedown"].forEach((type) =>
+    window.addEventListener(type, () => { touched = true; }, { passive: true }));
+
+  function place(top) {
+    touched = false;
+    const check = () => {
+      if (touched) return;
       const gap = top.getBoundingClientRect().top - headerBottom();
-      const room = 0.5 * parseFloat(getComputedStyle(top).lineHeight || "16") + 8;
-      if (gap < room || gap > window.innerHeight / 3) window.scrollBy(0, gap - room - 8);
-    }
+      const line = parseFloat(getComputedStyle(top).lineHeight) || 16;
+      if (gap < 1.5 * line || gap > Math.max(4 * line, window.innerHeight / 3)) window.scrollBy(0, gap - 2 * line);
+    };
+    check();
+    [100, 300, 700].forEach((ms) => setTimeout(check, ms));
   }
 
   // ------------------------------------------------------------ did you mean

@@ -560,7 +560,7 @@ def test_citation_marks_the_whole_range_below_the_header(driver, served):
     _wait(driver, lambda d: d.current_url.endswith(f"/sources/{quote.source}/#L{first}-L{last}"),
           message="the citation does not carry the whole range")
     _wait(driver, lambda d: _range_state(d, first, last)[0][1][1], message="the range is not marked")
-    time.sleep(0.3)  # the load event's scroll check
+    time.sleep(1.0)  # the page settles: the tabs collapse, kb-site.js checks the position again
     rows, header, height = _range_state(driver, first, last)
     inside, outside = rows[1:-1], [r for r in (rows[0], rows[-1]) if r]
     marked = {r[0] for r in inside}
