@@ -265,7 +265,8 @@ def cmd_build(args) -> int:
     """Render the KB into pages and build the docs site with mkdocs in strict mode."""
     from .site import build_site
     kb = _load(args)
-    report = build_site(kb, out_dir=args.out, work_dir=args.work, results_path=args.results)
+    report = build_site(kb, out_dir=args.out, work_dir=args.work, results_path=args.results,
+                        site_url=args.site_url, repo_url=args.repo_url, edit_uri=args.edit_uri)
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -483,6 +484,12 @@ def _args_build(p):
     p.add_argument("--out", metavar="DIR", help="where the HTML site goes (default: site/ of this checkout)")
     p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site/)")
     p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
+    p.add_argument("--site-url", metavar="URL", help="address the site is served from, sub-path allowed: "
+                   "absolute sitemap and canonical links, a 404 page that works anywhere (default: $KB_SITE_URL)")
+    p.add_argument("--repo-url", metavar="URL", help="repository of the KB: each entry page links to its YAML "
+                   "file there (default: $KB_REPO_URL; no link without it)")
+    p.add_argument("--edit-uri", metavar="PATH", help="path from --repo-url to a file's edit view "
+                   "(default: $KB_EDIT_URI or edit/main/)")
     add_json_option(p, "the build report")
 
 

@@ -53,7 +53,7 @@ QUOTE_FIELDS = {
     "source": ("str", "yes", "the id of a source under evidence/ (its file stem)"),
     "lines": ("lines", "one of `lines`, `object`", "`[first, last]`: 1-based, inclusive, the cached file's own lines"),
     "object": ("str", "one of `lines`, `object`", "for an installed package's source: the dotted path whose docstring (or, for a function, source messages) holds the text"),
-    "themes": ("list", "yes", "what the quote is about; the site groups quotes by theme"),
+    "themes": ("list", "yes", "what the quote is about, in a word or two (the site's /folklore/ groups quotes by the area of the first entry they back)"),
     "short": ("bool", "no", "`true` lets a quote have fewer than six words, when the phrase itself is the point"),
     "author": ("str", "no", "whom the site presents as the author; must be the source's `author`"),
 }

@@ -52,6 +52,10 @@ AREA_INFO = {
 
 # The first-hour path on the home page, in the order worth trying them.
 STATIC = ("kb.css",)  # copied from site_templates/ into docs/stylesheets/
+SCRIPTS = ("kb-site.js",)  # copied from site_templates/ into docs/javascripts/
+NAMES_FILE = "javascripts/kb-names.json"  # ids, aliases and titles, for the 404 page's did-you-mean
+THEME_DIR = "theme"  # under the work folder: the theme override (404 page), from site_templates/theme/
+DEFAULT_EDIT_URI = "edit/main/"  # GitHub's edit view of the default branch, as mkdocs assumes
 
 _SAFE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Every ASCII character that means something to markdown, its extensions or HTML.
@@ -352,6 +356,29 @@ class _Context:
                 for name in dict.fromkeys((alias, alias.lower())):
                     self.redirects[name] = e
 
+    def folklore(self) -> list:
+        """[(anchor, heading, quotes)] for /folklore/: each quote once, under the area of the
+        first entry that cites it (areas in the site's order, then ids); the headings are the
+        area names the rest of the site uses. Quotes no entry cites come last."""
+        order = {a: n for n, a in enumerate(AREAS)}
+        groups = {}
+        for q in sorted(self.kb.quotes.values(), key=lambda q: q.id):
+            users = sorted(self.quote_users.get(q.id, []), key=lambda e: (order.get(e.area, len(order)), e.id))
+            groups.setdefault(users[0].area if users else None, []).append(q)
+        out = [(a, AREA_INFO[a][0], groups[a]) for a in AREAS if a in groups]
+        if None in groups:
+            out.append(("not-cited", "Not yet behind an entry", groups[None]))
+        return out
+
+    def cite_anchor(self, qid: str) -> str:
+        """The fragment a citation links to: `L12-L18` for the quote's whole range (the source
+        page's script highlights every line of it), `L12` for one line, '' when unknown."""
+        span = self.spans.get(qid)
+        if span and span[0] != span[1]:
+            return f"L{span[0]}-L{span[1]}"
+        first = self.citations[qid][1]
+        return f"L{first}" if first else ""
+
     def snippet_status(self, entry) -> dict:
         """What the page says about the snippet's last run."""
         if self.results is None:
@@ -371,6 +398,17 @@ class _Context:
             kind, title = "note", f"Skipped on every device with torch {torch}"
         return {"kind": kind, "title": title, "devices": devices, "torch": torch,
                 "python": self.results.get("python") or "unknown"}
+
+
+def _range_anchors(ctx, quotes) -> dict:
+    """{first line: [`L<first>-L<last>`, ...]}: the anchor each multi-line citation of a source
+    page lands on, so that a link to the whole range is a valid fragment (strict mode checks it)."""
+    out = {}
+    for q in quotes:
+        anchor = ctx.cite_anchor(q.id)
+        if "-" in anchor and anchor not in out.get(ctx.spans[q.id][0], []):
+            out.setdefault(ctx.spans[q.id][0], []).append(anchor)
+    return out
 
 
 def _unique_slugs(names, prefix: str) -> dict:
@@ -397,8 +435,10 @@ def _environment(templates: str):
     return env
 
 
-def render_pages(kb, results=None, templates: str | None = None) -> dict:
-    """Every generated file of the docs folder: relative path -> text."""
+def render_pages(kb, results=None, templates: str | None = None, deploy: dict | None = None) -> dict:
+    """Every generated file of the docs folder: relative path -> text. `deploy` is
+    `deploy_settings(...)`: it gives entry pages their edit link."""
+    deploy = deploy or {}
     templates = templates or os.path.join(project_root(), "site_templates")
     if not os.path.isdir(templates):
         raise SiteError(f"{templates}: no site templates here")
@@ -423,7 +463,7 @@ def render_pages(kb, results=None, templates: str | None = None) -> dict:
         render("area.md.j2", f"areas/{area}/index.md", area=area)
     for e in kb.entries.values():
         render("entry.md.j2", f"entries/{e.id}.md", e=e, status=ctx.snippet_status(e), lint_rules=rules_for(e.id),
-               links=entry_links(kb, e, "../"))
+               links=entry_links(kb, e, "../"), edit_url=edit_url(deploy, e.path))
     render("symptoms.md.j2", "symptoms.md")
     render("tags.md.j2", "tags.md")
     render("folklore.md.j2", "folklore.md")
@@ -436,15 +476,66 @@ def render_pages(kb, results=None, templates: str | None = None) -> dict:
                 for n in range(span[0], span[1] + 1):
                     quoted.setdefault(n, []).append(q.id)
         render("source.md.j2", f"sources/{sid}.md", sid=sid, src=src["source"], lines=src["lines"],
-               quotes=src["quotes"], quoted=quoted)
+               quotes=src["quotes"], quoted=quoted, range_anchors=_range_anchors(ctx, src["quotes"]))
     for name, e in sorted(ctx.redirects.items()):
-        render("redirect.html.j2", f"{name}/index.html", alias=name, e=e)
+        render("redirect.html.j2", f"{name}/index.html", alias=name, e=e, site_url=deploy.get("site_url"))
     for name in STATIC:
         with open(os.path.join(templates, name), encoding="utf-8") as fh:
             pages[f"stylesheets/{name}"] = fh.read()
+    for name in SCRIPTS:
+        with open(os.path.join(templates, name), encoding="utf-8") as fh:
+            pages[f"javascripts/{name}"] = fh.read()
+    pages[NAMES_FILE] = names_table(kb)
     from .site_search import files as search_files  # the search index, its JS, the token table (bytes)
     pages.update(search_files(kb, templates))
     return pages
+
+
+def names_table(kb) -> str:
+    """JSON for the 404 page: every id and alias -> its entry's id, and each entry's title."""
+    names = {e.id: e.id for e in kb.entries.values()}
+    for e in kb.entries.values():
+        for alias in e.aliases:
+            names.setdefault(alias, e.id)
+    titles = {e.id: " ".join(str(e.title).replace("`", "").split()) for e in kb.entries.values()}
+    return json.dumps({"names": dict(sorted(names.items())), "titles": dict(sorted(titles.items()))},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def _check_url(value, option: str):
+    """An http(s) URL ending in '/', or None for none; SiteError naming the option otherwise."""
+    if value is None or str(value).strip() == "":
+        return None
+    url = str(value).strip()
+    if not re.match(r"^https?://[^\s<>\"'#?]+$", url):
+        raise SiteError(f"{option} {url!r}: expected an http:// or https:// address without spaces, query or fragment")
+    return url if url.endswith("/") else url + "/"
+
+
+def deploy_settings(site_url=None, repo_url=None, edit_uri=None) -> dict:
+    """Where the site will live and where its KB is edited, checked once.
+
+    site_url: the address the site is served from (sub-path allowed); mkdocs then writes
+    absolute URLs into sitemap.xml and a canonical link into every page, and the 404 page
+    loads its assets from that path. repo_url + edit_uri: each entry page links to its YAML
+    file at repo_url + edit_uri + path (GitHub: `edit/<branch>/`); no link without repo_url.
+    Each falls back to the environment (KB_SITE_URL, KB_REPO_URL, KB_EDIT_URI)."""
+    env = os.environ.get
+    site_url = _check_url(site_url if site_url is not None else env("KB_SITE_URL"), "--site-url")
+    repo_url = _check_url(repo_url if repo_url is not None else env("KB_REPO_URL"), "--repo-url")
+    edit_uri = edit_uri if edit_uri is not None else env("KB_EDIT_URI", DEFAULT_EDIT_URI)
+    edit_uri = str(edit_uri).strip().strip("/")
+    if not re.match(r"^[A-Za-z0-9._/-]*$", edit_uri) or ".." in edit_uri.split("/"):
+        raise SiteError(f"--edit-uri {edit_uri!r}: expected a path such as edit/main/ (letters, digits, '.', '_', '-', '/')")
+    return {"site_url": site_url, "repo_url": repo_url, "edit_uri": edit_uri + "/" if edit_uri else ""}
+
+
+def edit_url(deploy: dict, path: str):
+    """The address that edits the file at `path` (relative to the repository root), or None."""
+    from urllib.parse import quote
+    if not deploy.get("repo_url"):
+        return None
+    return http_url(deploy["repo_url"] + deploy.get("edit_uri", "") + quote(path.replace(os.sep, "/").lstrip("/")))
 
 
 def nav(kb) -> list:
@@ -519,22 +610,41 @@ def write_docs(docs_dir: str, pages: dict) -> int:
 
 
 def generate(kb, work_dir: str, results_path: str | None = None, templates: str | None = None,
-             base_config: str | None = None) -> str:
-    """Write <work>/docs and <work>/mkdocs.yml for this KB; returns the config path."""
+             base_config: str | None = None, deploy: dict | None = None) -> str:
+    """Write <work>/docs, <work>/theme and <work>/mkdocs.yml for this KB; returns the config path."""
     base_config = base_config or os.path.join(project_root(), "mkdocs.yml")
     if not os.path.isfile(base_config):
         raise SiteError(f"{base_config}: not found")
-    pages = render_pages(kb, load_results(results_path), templates)
+    templates = templates or os.path.join(project_root(), "site_templates")
+    deploy = deploy or deploy_settings()
+    pages = render_pages(kb, load_results(results_path), templates, deploy)
     work_dir = os.path.abspath(work_dir)
     _outside_kb(kb, work_dir, "work")
     _claim(work_dir, WORK_MARKER, "work")
     write_docs(os.path.join(work_dir, "docs"), pages)
     import yaml
-    config = {"INHERIT": os.path.relpath(base_config, work_dir), "docs_dir": "docs", "nav": nav(kb)}
+    write_theme(templates, os.path.join(work_dir, THEME_DIR))
+    config = {"INHERIT": os.path.relpath(base_config, work_dir), "docs_dir": "docs", "nav": nav(kb),
+              "theme": {"name": "material", "custom_dir": THEME_DIR}}
+    if deploy.get("site_url"):
+        config["site_url"] = deploy["site_url"]
     path = os.path.join(work_dir, "mkdocs.yml")
     _write(path, "# Generated by kb build; edit the project's mkdocs.yml instead.\n"
            + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return path
+
+
+def write_theme(templates: str, theme_dir: str) -> None:
+    """Copy the theme override (site_templates/theme/: the 404 page) into the work folder;
+    mkdocs renders it as a theme template, so it is copied, not rendered here."""
+    source = os.path.join(templates, THEME_DIR)
+    pages = {}
+    if os.path.isdir(source):
+        for name in sorted(os.listdir(source)):
+            if name.endswith(".html"):
+                with open(os.path.join(source, name), encoding="utf-8") as fh:
+                    pages[name] = fh.read()
+    write_docs(theme_dir, pages)
 
 
 # ---------------------------------------------------------------- build and serve
@@ -594,8 +704,11 @@ def default_results(kb) -> str:
 
 def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
                results_path: str | None = None, templates: str | None = None,
-               base_config: str | None = None) -> BuildReport:
-    """Generate the pages and run a strict mkdocs build into out_dir."""
+               base_config: str | None = None, site_url: str | None = None,
+               repo_url: str | None = None, edit_uri: str | None = None) -> BuildReport:
+    """Generate the pages and run a strict mkdocs build into out_dir (see `deploy_settings`
+    for site_url, repo_url and edit_uri)."""
+    deploy = deploy_settings(site_url, repo_url, edit_uri)
     start = time.perf_counter()
     out_dir = os.path.abspath(out_dir or default_out_dir())
     work_dir = os.path.abspath(work_dir or default_work_dir())
@@ -603,7 +716,7 @@ def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
         results_path = default_results(kb)
     _outside_kb(kb, out_dir, "output")
     try:
-        config_file = generate(kb, work_dir, results_path, templates, base_config)
+        config_file = generate(kb, work_dir, results_path, templates, base_config, deploy)
         _claim(out_dir, SITE_MARKER, "output")
     except OSError as exc:
         raise _unwritable(exc) from None
@@ -663,7 +776,7 @@ def _watched(kb_root: str, templates: str, results_path: str) -> tuple:
     """Changes when the KB, its evidence, a template or the snippet results change."""
     from .load import kb_signature, scan_files, stat_key
     return (kb_signature(kb_root),
-            tuple(stat_key(p) for p in scan_files(templates, (".j2", ".css", ".js")) + [results_path]))
+            tuple(stat_key(p) for p in scan_files(templates, (".j2", ".css", ".js", ".html")) + [results_path]))
 
 
 def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | None = None,

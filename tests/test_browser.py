@@ -9,6 +9,15 @@ Then the search box against `kb search`: every labelled query of QUERY_FILES
 typed into the box, its shown top 3 compared with `search.rank`; keyboard use;
 and words-only ranking when the token table cannot be fetched.
 
+Then accessibility and deployment: the contrast of every visible text in the
+light and the dark palette (computed colours, WCAG formula), lists that are
+lists, a cited range marked whole and below the header, the 404 page's
+did-you-mean, every asset found under the sub-path, snippets that fit at
+1280 px and pages without sideways scroll at 390 px.
+
+The site is built with `--site-url` and served under /kb/ (SUB_PATH), missing
+files answered with its 404.html, so every test also runs under a sub-path.
+
 Runs on the fixture KB (always) and on the shipped KB (once it holds an entry
 whose symptoms describe a flat loss).
 """
@@ -16,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import os
 import re
 import threading
@@ -61,6 +71,43 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+MISSES = {}  # base URL -> the paths its server answered with 404, in order
+SUB_PATH = "/kb/"  # the site is served under a sub-path, as on a project page, to prove it works there
+REPO_URL = "https://example.org/team/pytorch-kb"
+
+
+class _SubPath(_Quiet):
+    """Serves the site under SUB_PATH only; a missing file gets the site's 404.html with status
+    404, as static hosts do, and every miss is recorded in the server's `misses`."""
+
+    def send_head(self):
+        path = self.path.split("?", 1)[0].split("#", 1)[0]
+        if not path.startswith(SUB_PATH):
+            self.server.misses.append(path)
+            self.send_error(404)
+            return None
+        self.path = "/" + self.path[len(SUB_PATH):]
+        local = self.translate_path(self.path)
+        if os.path.isdir(local):
+            if not path.endswith("/"):  # as the base class does, but to the address under SUB_PATH
+                self.send_response(301)
+                self.send_header("Location", path + "/")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
+            local = os.path.join(local, "index.html")
+        if os.path.exists(local):
+            return super().send_head()
+        self.server.misses.append(path)
+        with open(os.path.join(self.directory, "404.html"), "rb") as fh:
+            body = fh.read()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
+
+
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
@@ -90,12 +137,16 @@ def served(request, tmp_path_factory):
     site = tmp_path / "site"
     # the shipped site shows the last snippet run (artifacts/snippet-results.json) if there is one
     results = None if request.param == "shipped" else str(tmp_path / "none.json")
-    build_site(kb, out_dir=str(site), work_dir=str(tmp_path / "src"), results_path=results)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_SubPath, directory=str(site)))
+    server.misses = []
+    base = f"http://127.0.0.1:{server.server_address[1]}{SUB_PATH}"
+    MISSES[base] = server.misses
+    build_site(kb, out_dir=str(site), work_dir=str(tmp_path / "src"), results_path=results,
+               site_url=base, repo_url=REPO_URL)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/", kb, request.param
+        yield base, kb, request.param
     finally:
         server.shutdown()
         server.server_close()
@@ -176,8 +227,9 @@ def test_search_entry_snippet_and_citation(driver, served):
         (a for a in d.find_elements(By.CSS_SELECTOR, f"[data-quote='{quote.id}'] a.kb-cite")), False))
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", anchor)
     anchor.click()
-    first = quote.lines[0]
-    _wait(driver, lambda d: d.current_url.endswith(f"/sources/{quote.source}/#L{first}"),
+    first, last = quote.lines
+    anchor = f"L{first}" if first == last else f"L{first}-L{last}"
+    _wait(driver, lambda d: d.current_url.endswith(f"/sources/{quote.source}/#{anchor}"),
           message="the citation link did not open the source at the cited line")
     view = _wait(driver, lambda d: d.execute_script("""
         const el = document.getElementById(arguments[0]);
@@ -427,3 +479,259 @@ def test_fix_pair_shows_before_after_above_the_snippet(driver, served):
     assert shown["before_code"].strip() == e.fix_pair["before"].strip()
     assert shown["after_code"].strip() == e.fix_pair["after"].strip()
     _no_injected_script(driver)
+# ---------------------------------------------------------------- accessibility, citations, deployment
+
+AA = 4.5  # WCAG 2 AA contrast for normal text
+
+# The contrast of every visible piece of text on the page against what is behind it, from the
+# computed styles: text colour with its alpha and every ancestor's opacity, composited over the
+# element's background layers (each semi-transparent one over the next, down to an opaque one or
+# the white canvas); WCAG's relative luminance and ratio. Returns [[where, text, ratio, fg, bg]].
+CONTRAST_JS = """
+const parse = (c) => { const m = /rgba?\\(([^)]+)\\)/.exec(c); if (!m) return null;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+const over = (top, bottom) => [0, 1, 2].map((i) => top[i] * top[3] + bottom[i] * (1 - top[3])).concat([1]);
+const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+const background = (el) => { const layers = [];
+    for (let n = el; n; n = n.parentElement) { const c = parse(getComputedStyle(n).backgroundColor);
+        if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; } }
+    let bg = [255, 255, 255, 1]; for (let i = layers.length - 1; i >= 0; i--) bg = over(layers[i], bg); return bg; };
+const opacity = (el) => { let o = 1; for (let n = el; n; n = n.parentElement) o *= Number(getComputedStyle(n).opacity); return o; };
+const out = [];
+let checked = 0;
+for (const el of document.body.querySelectorAll("*")) {
+    if (!Array.from(el.childNodes).some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+    if (!el.checkVisibility({opacityProperty: true, visibilityProperty: true})) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width <= 1 || r.height <= 1) continue;  // visually hidden labels
+    const fg = parse(getComputedStyle(el).color); fg[3] *= opacity(el);
+    if (fg[3] === 0) continue;
+    const bg = background(el), c = ratio(over(fg, bg), bg);
+    checked++;
+    if (c < arguments[0]) out.push([el.tagName.toLowerCase() + (el.className ? "." + String(el.className).split(" ")[0] : ""),
+        el.textContent.trim().slice(0, 40), Math.round(c * 100) / 100, getComputedStyle(el).color, bg.map(Math.round).join(",")]);
+}
+for (const el of document.querySelectorAll("input[placeholder]")) {  // placeholders are text too
+    if (!el.checkVisibility({opacityProperty: true, visibilityProperty: true}) || el.value) continue;
+    for (const pseudo of ["::placeholder", null]) {  // the placeholder, and what will be typed
+        const fg = parse(getComputedStyle(el, pseudo).color); fg[3] *= opacity(el);
+        const bg = background(el), c = ratio(over(fg, bg), bg);
+        checked++;
+        if (c < arguments[0]) out.push(["input" + (pseudo || "") + (document.activeElement === el ? ":focus" : ""),
+            el.placeholder, Math.round(c * 100) / 100, fg.join(","), bg.map(Math.round).join(",")]);
+    }
+}
+return [checked, out];
+"""
+
+
+def _settle(driver):
+    """Wait until the page's colour transitions (the theme fades between palettes) are over."""
+    time.sleep(0.2)
+    _wait(driver, lambda d: d.execute_script(
+        "return document.getAnimations().every((a) => a.playState !== 'running')"), timeout=10)
+
+
+def _multi_line_citation(kb):
+    """(entry, quote) of the first entry citing a quote over several lines of a cached source."""
+    for e in sorted(kb.entries.values(), key=lambda e: e.id):
+        for qid in e.quote_ids:
+            q = kb.quotes[qid]
+            if q.lines and q.lines[1] > q.lines[0]:
+                return e, q
+    return None, None
+
+
+def test_text_contrast_meets_wcag_aa_in_both_palettes(driver, served):
+    """Body text, links, header, tabs, navigation, code and marked lines: >= 4.5:1 in the light
+    and the dark palette, on the home page, an entry, a cited range, /folklore/ and the 404 page."""
+    base, kb, variant = served
+    entry, quote = _multi_line_citation(kb)
+    pages = ["", "folklore/", "no-such-page/"]
+    if entry:
+        pages += [f"entries/{entry.id}/", f"sources/{quote.source}/#L{quote.lines[0]}-L{quote.lines[1]}"]
+    failures, checked = [], 0
+    try:
+        for path in pages:
+            driver.get(base + path)
+            _wait(driver, lambda d: d.find_element("css selector", BOX))
+            for scheme in ("default", "slate"):
+                driver.execute_script("document.body.setAttribute('data-md-color-scheme', arguments[0])", scheme)
+                _settle(driver)
+                n, bad = driver.execute_script(CONTRAST_JS, AA)
+                checked += n
+                failures += [(path or "/", scheme, *b) for b in bad]
+                if not path:  # the search box once more, focused (white field, dark placeholder)
+                    driver.find_element("css selector", BOX).click()
+                    _settle(driver)
+                    n, bad = driver.execute_script(CONTRAST_JS, AA)
+                    failures += [(path or "/", scheme, *b) for b in bad if b[0].startswith("input")]
+                    driver.execute_script("document.activeElement.blur()")
+    finally:
+        driver.execute_script("document.body.setAttribute('data-md-color-scheme', 'default')")
+    assert checked > 200, "too little text was measured: the check proves nothing"
+    assert failures == [], f"{len(failures)} texts below {AA}:1, e.g. {failures[:5]}"
+
+
+def test_lists_are_lists_not_headings(driver, served):
+    """Entry pages and the home page: symptoms are list items, no heading sits in a list, and the
+    only headings are the page title and its sections (a screen reader's outline)."""
+    base, kb, _ = served
+    entry = sorted(kb.entries.values(), key=lambda e: -len(e.symptoms))[0]
+    driver.get(f"{base}entries/{entry.id}/")
+    got = driver.execute_script("""
+        const c = document.querySelector('.md-content');
+        return {items: Array.from(c.querySelectorAll('ul.kb-symptoms > li'), (li) => li.textContent.trim()),
+                inList: c.querySelectorAll('li h1, li h2, li h3, li h4, li h5, li h6').length,
+                deep: Array.from(c.querySelectorAll('h3, h4, h5, h6'), (h) => h.textContent.trim()),
+                h2: Array.from(c.querySelectorAll('h2'), (h) => h.id)};""")
+    assert [" ".join(t.split()) for t in got["items"]] == [" ".join(s.split()) for s in entry.symptoms]
+    assert got["inList"] == 0 and got["deep"] == []
+    assert got["h2"][:3] == ["symptoms", "why-it-happens", "fix"]
+    driver.get(base)
+    home = driver.execute_script("""
+        const c = document.querySelector('.md-content');
+        return [c.querySelectorAll('li h1, li h2, li h3, li h4, li h5, li h6').length,
+                c.querySelectorAll('h3, h4, h5, h6').length, c.querySelectorAll('ol > li a, ul > li a').length];""")
+    assert home[0] == 0 and home[1] == 0 and home[2] > 0
+
+
+def _range_state(driver, first, last):
+    """Where lines first-1 .. last+1 of a source page stand: background, marked, top; header bottom."""
+    return driver.execute_script("""
+        const [first, last] = arguments, rows = [];
+        for (let n = first - 1; n <= last + 1; n++) {
+            const el = document.getElementById('L' + n);
+            if (!el) { rows.push(null); continue; }
+            rows.push([getComputedStyle(el).backgroundColor, el.classList.contains('kb-in-range'),
+                       el.getBoundingClientRect().top]);
+        }
+        return [rows, document.querySelector('.md-header').getBoundingClientRect().bottom, window.innerHeight];""",
+        first, last)
+
+
+def test_citation_marks_the_whole_range_below_the_header(driver, served):
+    """A citation over several lines opens the source with every line of the range marked (a
+    computed background the lines around it lack), the first one in view below the header."""
+    from selenium.webdriver.common.by import By
+    base, kb, _ = served
+    entry, quote = _multi_line_citation(kb)
+    if entry is None:
+        pytest.skip("no entry cites a range of lines")
+    first, last = quote.lines
+    driver.get(f"{base}entries/{entry.id}/")
+    link = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, f"[data-quote='{quote.id}'] a.kb-cite"))
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    _wait(driver, lambda d: d.current_url.endswith(f"/sources/{quote.source}/#L{first}-L{last}"),
+          message="the citation does not carry the whole range")
+    _wait(driver, lambda d: _range_state(d, first, last)[0][1][1], message="the range is not marked")
+    time.sleep(1.0)  # the page settles: the tabs collapse, kb-site.js checks the position again
+    rows, header, height = _range_state(driver, first, last)
+    inside, outside = rows[1:-1], [r for r in (rows[0], rows[-1]) if r]
+    marked = {r[0] for r in inside}
+    assert all(r[1] for r in inside) and len(marked) == 1, f"not every line of {first}-{last} is marked: {inside}"
+    assert marked.pop() not in ("rgba(0, 0, 0, 0)", "transparent")
+    for r in outside:
+        assert not r[1] and r[0] != inside[0][0], "a line outside the range looks marked"
+    assert header <= inside[0][2] < height, f"line {first} is at {inside[0][2]}, the header ends at {header}"
+
+
+def test_404_page_under_the_sub_path_suggests_the_entry(driver, served):
+    """A mistyped address under the sub-path: the 404 page with its styles, the search box and a
+    did-you-mean to the entry whose id or alias is closest; following it opens the entry."""
+    from selenium.webdriver.common.by import By
+    base, kb, _ = served
+    misses = MISSES[base]
+    entry = next((e for e in sorted(kb.entries.values(), key=lambda e: e.id) if len(e.id) > 8), None)
+    typo = entry.id[:3] + entry.id[4:]  # one letter dropped
+    assert typo not in kb.entries and typo.lower() not in kb.aliases
+    del misses[:]
+    driver.get(f"{base}entries/{typo}/")
+    _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
+    assert driver.execute_script("return document.querySelector('h1').textContent").strip() == "Page not found"
+    assert driver.execute_script(  # the theme's stylesheet and kb.css are applied
+        "return getComputedStyle(document.querySelector('.md-header')).position") in ("sticky", "fixed")
+    assert driver.execute_script("return getComputedStyle(document.querySelector('.md-tabs__link') "
+                                 "|| document.body).opacity") == "1"
+    suggestion = _wait(driver, lambda d: d.execute_script(
+        "const b = document.getElementById('kb-did-you-mean'); return b && !b.hidden && b.querySelector('a').href"),
+        message="no did-you-mean on the 404 page")
+    assert suggestion == f"{base}entries/{entry.id}/"
+    assert misses == [f"{SUB_PATH}entries/{typo}/"], f"assets missing under {SUB_PATH}: {misses}"
+    alias_entry = next((e for e in kb.entries.values() if e.aliases and len(e.aliases[0]) >= 3), None)
+    if alias_entry:
+        near = alias_entry.aliases[0] + "x"
+        if near.lower() not in kb.aliases and near not in kb.entries:
+            driver.get(f"{base}{near}/")
+            got = _wait(driver, lambda d: d.execute_script(
+                "const b = document.getElementById('kb-did-you-mean'); return b && !b.hidden && b.querySelector('a').href"))
+            assert got == f"{base}entries/{alias_entry.id}/"
+    driver.find_element(By.CSS_SELECTOR, "#kb-did-you-mean a").click()
+    _wait(driver, lambda d: "/entries/" in d.current_url and d.execute_script(
+        "return document.querySelector('h1') && document.querySelector('h1').textContent !== 'Page not found'"))
+
+
+def test_pages_under_the_sub_path_load_every_asset(driver, served):
+    """An entry and a source page served under /kb/: nothing they or the search box fetch is missing,
+    and every page names its canonical address and (entries) the YAML file to edit."""
+    from selenium.webdriver.common.by import By
+    base, kb, _ = served
+    misses = MISSES[base]
+    entry = sorted(kb.entries.values(), key=lambda e: e.id)[0]
+    del misses[:]
+    driver.get(f"{base}entries/{entry.id}/")
+    box = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
+    box.click()
+    box.send_keys("loss")
+    _shown(driver, "loss")
+    assert driver.execute_script("return document.querySelector('link[rel=canonical]').href") == \
+        f"{base}entries/{entry.id}/"
+    edit = driver.find_element(By.CSS_SELECTOR, ".kb-edit a").get_attribute("href")
+    assert edit == f"{REPO_URL}/edit/main/{entry.path}"
+    driver.get(f"{base}sources/{sorted(kb.sources)[0]}/")
+    _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".kb-source"))
+    assert misses == [], f"missing under {SUB_PATH}: {misses}"
+
+
+def _longest_snippet_lines(kb, n=3):
+    return sorted(kb.entries.values(), key=lambda e: -max(map(len, (e.snippet or "").splitlines() or [""])))[:n]
+
+
+def test_snippet_code_fits_at_1280(driver, served):
+    """No code block of the entries with the longest snippet lines scrolls sideways at 1280 px."""
+    base, kb, _ = served
+    assert driver.execute_script("return window.innerWidth") >= 1200
+    for entry in _longest_snippet_lines(kb):
+        driver.get(f"{base}entries/{entry.id}/")
+        wide = driver.execute_script("""
+            return Array.from(document.querySelectorAll('.md-content pre, .md-content pre > code'))
+                .filter((el) => el.scrollWidth > el.clientWidth + 1).map((el) => [el.scrollWidth, el.clientWidth]);""")
+        assert wide == [], f"{entry.id}: code scrolls sideways {wide}"
+
+
+def test_phone_width_has_no_horizontal_scroll(driver, served):
+    """At 390 px: home, an entry with long snippet lines, a cited range, /folklore/ and the 404 page
+    fit the width; the cited range's first line is below the header there too."""
+    base, kb, _ = served
+    entry, quote = _multi_line_citation(kb)
+    pages = ["", f"entries/{_longest_snippet_lines(kb, 1)[0].id}/", "folklore/", "no-such-page/"]
+    if entry:
+        pages.append(f"sources/{quote.source}/#L{quote.lines[0]}-L{quote.lines[1]}")
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True})
+    try:
+        for path in pages:
+            driver.get(base + path)
+            _wait(driver, lambda d: d.find_element("css selector", ".md-header"))
+            time.sleep(0.3)
+            width, scroll = driver.execute_script(
+                "return [window.innerWidth, document.scrollingElement.scrollWidth]")
+            assert width == 390 and scroll <= width, f"/{path} scrolls sideways at 390 px: {scroll} > {width}"
+            if path.startswith("sources/"):
+                rows, header, height = _range_state(driver, *quote.lines)
+                assert all(r[1] for r in rows[1:-1]) and header <= rows[1][2] < height
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

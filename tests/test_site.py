@@ -259,15 +259,27 @@ def test_symptom_index_lists_every_symptom_with_its_entry(fixture_site):
     assert listed == expected
 
 
-def test_folklore_has_every_quote_under_each_theme(fixture_site):
+def test_folklore_shows_each_quote_once_under_an_area(fixture_site):
+    """Each quote once, under the heading of the area of the first entry (areas in site
+    order, then id) that cites it; the headings are the area names."""
     out, kb = fixture_site
     body = content(page(out, "folklore/"))
-    seen = {}
-    for block in body.find_all("div", class_="kb-quote"):
-        seen[block.attrs["data-quote"]] = seen.get(block.attrs["data-quote"], 0) + 1
-        q = kb.quotes[block.attrs["data-quote"]]
-        assert rendered(q.text) in norm(block.find_all("blockquote")[0].text())
-    assert seen == {q.id: len(q.themes) or 1 for q in kb.quotes.values()}
+    heading, seen = None, {}
+    for node in body.iter():
+        if node.tag == "h2":
+            heading = norm(node.text()).rstrip("¶").strip()
+        elif node.tag == "div" and "kb-quote" in node.attrs.get("class", "").split():
+            q = kb.quotes[node.attrs["data-quote"]]
+            assert q.id not in seen, f"{q.id} is shown twice"
+            seen[q.id] = heading
+            assert rendered(q.text) in norm(node.find_all("blockquote")[0].text())
+    expected = {}
+    for q in kb.quotes.values():
+        users = sorted((e for e in kb.entries.values() if q.id in e.quote_ids),
+                       key=lambda e: (site.AREAS.index(e.area), e.id))
+        expected[q.id] = site.AREA_INFO[users[0].area][0] if users else "Not yet behind an entry"
+    assert seen == expected
+    assert len(set(expected.values())) >= 2, "the fixture's quotes all fall under one area: the check proves little"
 
 
 def test_citation_links_land_on_the_cited_line(fixture_site):
@@ -285,7 +297,11 @@ def test_citation_links_land_on_the_cited_line(fixture_site):
             with open(os.path.join(FIXTURE, kb.sources[q.source].path), encoding="utf-8") as fh:
                 lines = fh.read().splitlines()
             if q.lines:
-                assert anchor == f"L{q.lines[0]}"
+                first, last = q.lines
+                assert anchor == (f"L{first}" if first == last else f"L{first}-L{last}")
+                if first != last:  # the range's anchor sits right before its first line
+                    assert source_page.by_id(anchor) is not None
+                    anchor = f"L{first}"
                 line = source_page.by_id(anchor)
                 assert line is not None and "kb-quoted" in line.attrs["class"].split()
                 assert line.find_all("span", class_="kb-text")[0].text() == lines[q.lines[0] - 1]
@@ -667,3 +683,87 @@ def test_shipped_entries_open_fix_with_their_pair(shipped_site):
         assert ('class="kb-fix-pair"' in after_fix) == bool(e.fix_pair), e.id
         if e.fix_pair:
             assert re.match(r'id="fix"[^>]*>.*?</h2>\s*<div class="kb-fix-pair"', after_fix, re.S), e.id
+# ---------------------------------------------------------------- deployment: site_url, sitemap, canonical, 404, edit links
+
+SITE_URL, REPO_URL = "https://example.org/debug/kb/", "https://example.org/team/pytorch-kb"
+
+
+@pytest.fixture(scope="module")
+def deployed_site(tmp_path_factory):
+    """The fixture KB built as it would be deployed under a sub-path, with edit links."""
+    tmp = tmp_path_factory.mktemp("deployed-site")
+    out = tmp / "site"
+    code = cli.main(["--kb", FIXTURE_KB, "build", "--out", str(out), "--work", str(tmp / "src"),
+                     "--results", str(tmp / "none.json"), "--site-url", SITE_URL.rstrip("/"),
+                     "--repo-url", REPO_URL, "--edit-uri", "edit/trunk/"])
+    assert code == 0
+    return str(out), load_kb(FIXTURE_KB, use_cache=False)
+
+
+def _html_pages(out):
+    for dirpath, _, files in os.walk(out):
+        for f in files:
+            if f.endswith(".html"):
+                yield os.path.relpath(os.path.join(dirpath, f), out).replace(os.sep, "/")
+
+
+def test_sitemap_lists_every_entry_at_its_absolute_address(deployed_site):
+    out, kb = deployed_site
+    with open(os.path.join(out, "sitemap.xml"), encoding="utf-8") as fh:
+        locs = re.findall(r"<loc>([^<]*)</loc>", fh.read())
+    assert locs and all(loc.startswith(SITE_URL) for loc in locs), locs[:3]
+    assert {f"{SITE_URL}entries/{e.id}/" for e in kb.entries.values()} <= set(locs)
+
+
+def test_every_page_names_its_canonical_address(deployed_site):
+    out, kb = deployed_site
+    aliases = {a for e in kb.entries.values() for a in e.aliases} | {a.lower() for e in kb.entries.values() for a in e.aliases}
+    pages = [p for p in _html_pages(out) if p != "404.html"]
+    assert len(pages) > len(kb.entries)
+    for rel in pages:
+        canon = page(out, rel).find_all("link", rel="canonical")
+        assert len(canon) == 1, rel
+        href = canon[0].attrs["href"]
+        folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        if folder in aliases:  # an alias's redirect page names the entry's address
+            assert href.startswith(f"{SITE_URL}entries/"), (rel, href)
+        else:
+            assert href == SITE_URL + (folder + "/" if folder else ""), (rel, href)
+
+
+def test_entry_pages_link_their_yaml_file_for_editing(deployed_site, fixture_site):
+    out, kb = deployed_site
+    for e in kb.entries.values():
+        links = content(page(out, f"entries/{e.id}/")).find_all("p", class_="kb-edit")
+        assert len(links) == 1
+        assert links[0].find_all("a")[0].attrs["href"] == f"{REPO_URL}/edit/trunk/{e.path}"
+        assert os.path.isfile(os.path.join(FIXTURE, e.path))
+    plain, _ = fixture_site  # built without a repository address: no edit link
+    assert all(not content(page(plain, f"entries/{e.id}/")).find_all("p", class_="kb-edit") for e in kb.entries.values())
+
+
+def test_404_page_loads_from_the_sub_path_and_has_the_name_table(deployed_site):
+    out, kb = deployed_site
+    root = page(out, "404.html")
+    sub = urllib.parse.urlsplit(SITE_URL).path
+    assets = [n.attrs["href"] for n in root.find_all("link", rel="stylesheet")] + \
+        [n.attrs["src"] for n in root.find_all("script") if n.attrs.get("src")]
+    assert assets and all(a.startswith(sub) for a in assets), assets
+    assert any(a.endswith("javascripts/kb-site.js") for a in assets)
+    assert root.by_id("kb-did-you-mean") is not None
+    with open(os.path.join(out, "javascripts", "kb-names.json"), encoding="utf-8") as fh:
+        table = json.load(fh)
+    expected = {e.id: e.id for e in kb.entries.values()}
+    expected.update({a: e.id for e in kb.entries.values() for a in e.aliases})
+    assert table["names"] == expected
+    assert set(table["titles"]) == set(kb.entries)
+
+
+@pytest.mark.parametrize("option, value", [("--site-url", "example.org/kb"), ("--repo-url", "ftp://x/y"),
+                                           ("--edit-uri", "../../etc")])
+def test_bad_deployment_option_fails_in_one_line(tmp_path, capsys, option, value):
+    code = cli.main(["--kb", FIXTURE_KB, "build", "--out", str(tmp_path / "site"), "--work", str(tmp_path / "src"),
+                     option, value])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1 and option in err and value in err, err
+    assert "Traceback" not in err and not (tmp_path / "site").exists()
