@@ -446,18 +446,22 @@ SYMPTOM_SIGNS = (
      r"spik|diverg|explod|blows? up|unstable|instabilit|oscillat|jumps? (?:up|to)|sawtooth|shoots? up"
      r"|(?<!validation )(?<!val )loss (?:increases|goes up|rises|grows)|gets worse"),
     ("chance", "Accuracy at chance, or the same prediction for every input",
-     r"\bchance\b|\bconstant\b|same (?:output|prediction|class|answer|value for every)|always predicts"
+     r"\bchance\b|predicts? a constant|predictions constant|constant (?:prediction|output)"
+     r"|same (?:output|prediction|class|answer|value for every)|always predicts"
      r"|predicts? (?:only|all|the same|one)\b|majority class|largest class|most frequent class|rare class"
-     r"|minority class|all background|random guess|all predictions"),
+     r"|minority class|all background|random guess|all predictions|every prediction is|almost never predicts"
+     r"|almost the same \w+ for every|random tokens|nonsense|everywhere"),
     ("validation", "Validation, evaluation or inference differ from training",
      r"\bval\b|validation|\beval\b|evaluat|\btest (?:set|accuracy|loss|batch)|inference|generat|held-out"
-     r"|too good|\bserved\b|greedy sampling"),
+     r"|too good|\bserved\b|serving|greedy sampling|reload|keeps going|never stops|rambles|role-plays"
+     r"|continues the (?:user|conversation)|llama\.cpp|vllm|ollama"),
     ("resources", "Slow steps, memory or hangs",
      r"out of memory|\boom\b|\bmemory\b|\bhangs?\b|deadlock|\bit/s\b|throughput|step time|GPU idle"),
     ("flat", "Loss flat, slow, or weights not changing",
      r"\bflat|plateau|stuck|stall|barely|crawl|floor|does nothing|\bslow|converge"
      r"|(?:never|not|n't|stops?) (?:decreas|go|chang|mov|improv|drop|learn|train|fall)"
-     r"|no (?:progress|improvement|learning)|unchanged|identical|same value|exactly the same|still exactly"),
+     r"|no (?:progress|improvement|learning)|unchanged|identical|same value|exactly the same|still exactly"
+     r"|cannot overfit|learns (?:much )?less|underperform|mediocre|no better than|from scratch|stays (?:at|exactly)"),
 )
 OTHER_SIGN = ("other", "Other signs and questions")
 _SIGN_RULES = [(key, re.compile(rule, re.I if key != "error" else 0)) for key, _, rule in SYMPTOM_SIGNS]

@@ -596,6 +596,9 @@ def test_llms_txt_indexes_every_entry_with_a_markdown_copy_that_exists(shipped_s
     ("CUDA out of memory inside optimizer.step()", "resources"),
     ("loss is flat from the first step", "flat"),
     ("parameters identical before and after optimizer.step()", "flat"),
+    ("training plateaus although the learning rate is constant", "flat"),  # a constant lr is not a constant prediction
+    ("regression model predicts a constant for every input", "chance"),
+    ("fine-tuned chat model rambles and never stops at inference", "validation"),
     ("tensorboard add_histogram for weights, how to read it", "other"),
 ])
 def test_each_symptom_gets_the_sign_it_shows(text, sign):
