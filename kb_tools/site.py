@@ -306,8 +306,6 @@ class _Context:
                 self.tags.setdefault(tag, []).append(e)
         self.tag_slugs = _unique_slugs(self.tags, "tag-")
         self.theme_slugs = _unique_slugs(self.themes, "theme-")
-        self.symptoms = sorted(((s, e) for e in kb.entries.values() for s in e.symptoms),
-                               key=lambda se: (" ".join(se[0].lower().split()), se[1].id))
         self.triage = [kb.entries[i] for i in TRIAGE_PATH if i in kb.entries] + \
             [e for e in self.by_area["triage"] if e.id not in TRIAGE_PATH]
         self.symptom_groups = symptom_index(self.by_area)
@@ -439,7 +437,7 @@ def nav(kb) -> list:
 # message or a NaN names the failure more precisely than "validation" or "flat" in the same line.
 SYMPTOM_SIGNS = (
     ("error", "An error message or warning",
-     r"\b[A-Z][A-Za-z]*(?:Error|Exception|Warning)\b|\berror:|\bwarning:|\btraceback\b|device-side assert"),
+     r"\b[A-Z][A-Za-z]*(?:Error|Exception|Warning)\b|(?i:\berror:|\bwarning:|\btraceback\b|device-side assert)"),
     ("nan", "NaN or inf",
      r"\bnans?\b|\binfs?\b|non-?finite|overflow"),
     ("diverges", "Loss spikes or diverges",
@@ -464,7 +462,9 @@ SYMPTOM_SIGNS = (
      r"|cannot overfit|learns (?:much )?less|underperform|mediocre|no better than|from scratch|stays (?:at|exactly)"),
 )
 OTHER_SIGN = ("other", "Other signs and questions")
+# case matters only for the error rule: a CamelCase exception name, not any word ending in "error"
 _SIGN_RULES = [(key, re.compile(rule, re.I if key != "error" else 0)) for key, _, rule in SYMPTOM_SIGNS]
+_HEADINGS = [(key, heading) for key, heading, _ in SYMPTOM_SIGNS] + [OTHER_SIGN]
 SHORT_LINE = 120  # characters of a symptom shown in an index; the entry page has all of it
 
 
@@ -491,13 +491,13 @@ def short_line(text, limit: int = SHORT_LINE) -> str:
 def symptom_index(by_area: dict) -> list:
     """[(sign key, heading, [(area, [(symptom, entry, its 1-based number)])])] in SYMPTOM_SIGNS
     order, areas in AREAS order; only signs and areas that have symptoms."""
-    groups = {key: {a: [] for a in AREAS} for key, _, _ in SYMPTOM_SIGNS + (OTHER_SIGN + (None,),)}
+    groups = {key: {a: [] for a in AREAS} for key, _ in _HEADINGS}
     for area in AREAS:
         for e in by_area[area]:
             for n, s in enumerate(e.symptoms, 1):
                 groups[symptom_sign(s)][area].append((s, e, n))
     out = []
-    for key, heading, _ in SYMPTOM_SIGNS + (OTHER_SIGN + (None,),):
+    for key, heading in _HEADINGS:
         areas = [(a, items) for a, items in groups[key].items() if items]
         if areas:
             out.append((key, heading, areas))
