@@ -15,9 +15,10 @@ from . import cache
 from .model import AREAS, KB, LAUNCHERS, SITE_PAGES, SNIPPET_KINDS, SOURCE_KINDS, Entry, Problem, Quote, Source
 from .util import PROSE_FIELDS, KBError, dead_mentions, did_you_mean, is_hex, is_kebab_id, read_regular
 
-CACHE_FORMAT = 9
+CACHE_FORMAT = 10
 
 SYNONYMS_FILE = "synonyms.yaml"
+TAGS_FILE = "tags.yaml"  # the tag vocabulary: tag -> one-line meaning
 # Size caps: a KB file, one text field, one list item (a symptom, a tag), a snippet.
 MAX_FILE_BYTES = 4 << 20
 MAX_TEXT_CHARS, MAX_ITEM_CHARS, MAX_SNIPPET_CHARS = 20_000, 2_000, 200_000
@@ -30,7 +31,7 @@ ENTRY_FIELDS = {
     "id": ("str", "yes", "same as the file stem: kebab-case, stable, never reused"),
     "title": ("str", "yes", "one line, names the bug, not the symptom"),
     "area": (AREAS, "yes", "the area, and the folder the file sits in"),
-    "tags": ("list", "yes", "lower-case words users filter by"),
+    "tags": ("list", "yes", "what the entry is about, from the vocabulary in `kb/tags.yaml` (tag: one-line meaning); a new tag goes there first, and only when two or more entries share it"),
     "aliases": ("list", "yes (may be empty)", "other names, e.g. the seed catalogue's `O12`; unique across the KB, and usable as a page name (`/O12/`)"),
     "symptoms": ("list", "yes, at least 3", "what a user sees, in their words: the curve, the log line, the exact torch error text, and one long description of a whole run"),
     "cause": ("str", "yes", "the mechanism"),
@@ -195,7 +196,8 @@ def stat_key(path_or_entry) -> tuple:
 
 def kb_signature(root: str) -> tuple:
     """Changes whenever any KB file is added, removed or written."""
-    sig = [CACHE_FORMAT, sys.version_info[:2], stat_key(os.path.join(root, SYNONYMS_FILE))]
+    sig = [CACHE_FORMAT, sys.version_info[:2], stat_key(os.path.join(root, SYNONYMS_FILE)),
+           stat_key(os.path.join(root, TAGS_FILE))]
     for top, suffixes in kb_folders(root):
         sig.extend(stat_key(entry) for entry in _scan(top, suffixes))
     return tuple(sig)
@@ -250,6 +252,7 @@ def _to_plain(kb: KB) -> dict:
         "sources": [s.to_dict() for s in kb.sources.values()],
         "problems": [p.to_dict() for p in kb.problems],
         "synonyms": kb.synonyms,
+        "vocabulary": kb.vocabulary,
     }
 
 
@@ -261,6 +264,7 @@ def _from_plain(root: str, data: dict) -> KB:
         {d["id"]: Source(**d) for d in data["sources"]},
         [Problem(**d) for d in data["problems"]],
         data["synonyms"],
+        data["vocabulary"],
     )
 
 
@@ -454,9 +458,10 @@ def _parse(root: str, ev_dir: str) -> KB:
     quotes = _parse_quotes(root, sources, col, yaml, loader)
     entries = _parse_entries(root, quotes, col, yaml, loader)
     synonyms = _parse_synonyms(os.path.join(root, SYNONYMS_FILE), col, yaml, loader)
+    vocabulary = _parse_vocabulary(os.path.join(root, TAGS_FILE), entries, col, yaml, loader)
     for path, reason in col.skipped:
         col.add(col.rel(path), 0, "KB001", "", reason)
-    return KB(root, entries, quotes, sources, col.problems, synonyms)
+    return KB(root, entries, quotes, sources, col.problems, synonyms, vocabulary)
 
 
 def _parse_synonyms(path, col, yaml, loader) -> list:
@@ -475,6 +480,41 @@ def _parse_synonyms(path, col, yaml, loader) -> list:
         else:
             col.add(col.rel(path), line, "KB019", "groups", "each group is a list of two or more words or phrases")
     return good
+
+
+def _parse_vocabulary(path, entries, col, yaml, loader) -> dict:
+    """The tag vocabulary (tag -> meaning), with every entry tag outside it reported (KB026).
+
+    Required once any entry has a tag: a free-for-all of tags is what makes a tag index useless.
+    """
+    rel = col.rel(path)
+    if not os.path.exists(path):
+        if any(e.tags for e in entries.values()):
+            col.add(rel, 0, "KB026", "tags", f"no tag vocabulary: create {rel} with `tags:` mapping each "
+                                             f"allowed tag to a one-line meaning")
+        return {}
+    data = _read_yaml(path, col, yaml, loader)
+    tags = data.get("tags") if isinstance(data, dict) else None
+    if not isinstance(tags, dict):
+        col.add(rel, 1, "KB026", "tags", "expected `tags:` mapping each tag to a one-line meaning")
+        return {}
+    vocabulary = {}
+    for tag, meaning in tags.items():
+        if not isinstance(tag, str) or tag.startswith("__"):
+            continue
+        line = tags["__lines__"].get(tag, 1)
+        if not is_kebab_id(tag):
+            col.add(rel, line, "KB026", "tags", f"'{tag}' is not a kebab-case tag (lower-case letters, digits, hyphens)")
+        elif not (isinstance(meaning, str) and meaning.strip()) or "\n" in meaning.strip():
+            col.add(rel, line, "KB026", "tags", f"'{tag}' needs its meaning: one line of text")
+        else:
+            vocabulary[tag] = meaning.strip()
+    for e in entries.values():
+        for tag, line in zip(e.tags, e.lines["__items__"].get("tags", [])):
+            if tag not in vocabulary:
+                col.add(e.path, line, "KB026", "tags",
+                        f"tag '{tag}' is not in the vocabulary ({rel}){did_you_mean(tag, vocabulary)}")
+    return vocabulary
 
 
 def _parse_sources(ev_dir, col, yaml, loader) -> dict:

@@ -44,6 +44,7 @@ CHECK_CODES = {
     "KB023": ("bad-evidence-item", "An `evidence` item is not a mapping of `quote` (an id) and `supports` (one line saying why it backs the entry)."),
     "KB024": ("site-name-clash", "An id or alias cannot name a page of the docs site: `index` as an entry or source id, an alias equal to one of the site's own pages, or an alias with characters other than letters, digits, '.', '_' and '-'."),
     "KB025": ("dead-mention", "Prose names an entry that does not exist: a code span holding only a kebab-case word (`lr-too-low`), or a kebab-case word after `see`, that is no entry's id or alias."),
+    "KB026": ("unknown-tag", "A tag is not in the KB's vocabulary `kb/tags.yaml` (the nearest tag is suggested), or the vocabulary is missing or malformed: it maps each kebab-case tag to a one-line meaning."),
 }
 # `kb verify`'s defect kinds, most basic first: a quote gets only the first that applies.
 VERIFY_CODES = {
@@ -216,15 +217,16 @@ class Problem(_Record):
 class KB:
     """A loaded knowledge base: everything in it, plus what was wrong with it."""
 
-    __slots__ = ("root", "entries", "quotes", "sources", "problems", "aliases", "synonyms")
+    __slots__ = ("root", "entries", "quotes", "sources", "problems", "aliases", "synonyms", "vocabulary")
 
-    def __init__(self, root, entries, quotes, sources, problems, synonyms=()):
+    def __init__(self, root, entries, quotes, sources, problems, synonyms=(), vocabulary=None):
         self.root = root
         self.entries = entries      # id -> Entry, in file order
         self.quotes = quotes        # id -> Quote
         self.sources = sources      # id -> Source
         self.problems = problems    # list of Problem
         self.synonyms = list(synonyms)  # groups of interchangeable search terms
+        self.vocabulary = dict(vocabulary or {})  # allowed tag -> its one-line meaning (kb/tags.yaml)
         self.aliases = {a.lower(): e.id for e in entries.values() for a in (e.aliases or ())}
 
     def resolve(self, name: str) -> Entry | None:

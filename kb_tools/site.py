@@ -346,10 +346,10 @@ class _Context:
                 self.tags.setdefault(tag, []).append(e)
         self.tag_slugs = _unique_slugs(self.tags, "tag-")
         self.theme_slugs = _unique_slugs(self.themes, "theme-")
-        self.symptoms = sorted(((s, e) for e in kb.entries.values() for s in e.symptoms),
-                               key=lambda se: (" ".join(se[0].lower().split()), se[1].id))
         self.triage = [kb.entries[i] for i in TRIAGE_PATH if i in kb.entries] + \
             [e for e in self.by_area["triage"] if e.id not in TRIAGE_PATH]
+        self.symptom_groups = symptom_index(self.by_area)
+        self.entry_order = entry_order(kb, self.by_area)
         self.redirects = {}
         for e in kb.entries.values():
             for alias in e.aliases:
@@ -432,6 +432,7 @@ def _environment(templates: str):
         keep_trailing_newline=True)
     env.filters.update(prose=prose, blockquote=blockquote, fence=fence, path=path_part, attr=attr,
                        http_url=http_url, front_title=front_title, repo_url=repo_url)
+    env.filters["short_line"] = short_line
     return env
 
 
@@ -539,11 +540,14 @@ def edit_url(deploy: dict, path: str):
 
 
 def nav(kb) -> list:
-    """The site navigation: areas as sections, each opening on its index page."""
+    """The site navigation: areas as sections, each opening on its index page; entries under
+    their id (a title is a sentence, too long for a menu), triage in checklist order."""
+    by_area = {a: sorted((e for e in kb.entries.values() if e.area == a), key=lambda e: e.id) for a in AREAS}
+    order = entry_order(kb, by_area)
     areas = []
     for area in AREAS:
-        ids = sorted(e.id for e in kb.entries.values() if e.area == area)
-        areas.append({AREA_INFO[area][0]: [f"areas/{area}/index.md"] + [f"entries/{i}.md" for i in ids]})
+        ids = [e.id for e in order if e.area == area]
+        areas.append({AREA_INFO[area][0]: [f"areas/{area}/index.md"] + [{i: f"entries/{i}.md"} for i in ids]})
     return [
         {"Home": "index.md"},
         {"Entries": ["entries/index.md"] + areas},
@@ -552,6 +556,87 @@ def nav(kb) -> list:
         {"Folklore": "folklore.md"},
         {"Sources": ["sources/index.md"] + [f"sources/{s}.md" for s in sorted(kb.sources)]},
     ]
+
+
+# ---------------------------------------------------------------- indexes
+
+# What a user sees, the headings of the symptom index: (key, heading, rule over a symptom's text).
+# A symptom goes under the first sign whose rule matches, so the order is the priority: an error
+# message or a NaN names the failure more precisely than "validation" or "flat" in the same line.
+SYMPTOM_SIGNS = (
+    ("error", "An error message or warning",
+     r"\b[A-Z][A-Za-z]*(?:Error|Exception|Warning)\b|(?i:\berror:|\bwarning:|\btraceback\b|device-side assert)"),
+    ("nan", "NaN or inf",
+     r"\bnans?\b|\binfs?\b|non-?finite|overflow"),
+    ("diverges", "Loss spikes or diverges",
+     r"spik|diverg|explod|blows? up|unstable|instabilit|oscillat|jumps? (?:up|to)|sawtooth|shoots? up"
+     r"|(?<!validation )(?<!val )loss (?:increases|goes up|rises|grows)|gets worse"),
+    ("chance", "Accuracy at chance, or the same prediction for every input",
+     r"\bchance\b|predicts? a constant|predictions constant|constant (?:prediction|output)"
+     r"|same (?:output|prediction|class|answer|value for every)|always predicts"
+     r"|predicts? (?:only|all|the same|one)\b|majority class|largest class|most frequent class|rare class"
+     r"|minority class|all background|random guess|all predictions|every prediction is|almost never predicts"
+     r"|almost the same \w+ for every|random tokens|nonsense|everywhere"),
+    ("validation", "Validation, evaluation or inference differ from training",
+     r"\bval\b|validation|\beval\b|evaluat|\btest (?:set|accuracy|loss|batch)|inference|generat|held-out"
+     r"|too good|\bserved\b|serving|greedy sampling|reload|keeps going|never stops|rambles|role-plays"
+     r"|continues the (?:user|conversation)|llama\.cpp|vllm|ollama"),
+    ("resources", "Slow steps, memory or hangs",
+     r"out of memory|\boom\b|\bmemory\b|\bhangs?\b|deadlock|\bit/s\b|throughput|step time|GPU idle"),
+    ("flat", "Loss flat, slow, or weights not changing",
+     r"\bflat|plateau|stuck|stall|barely|crawl|floor|does nothing|\bslow|converge"
+     r"|(?:never|not|n't|stops?) (?:decreas|go|chang|mov|improv|drop|learn|train|fall)"
+     r"|no (?:progress|improvement|learning)|unchanged|identical|same value|exactly the same|still exactly"
+     r"|cannot overfit|learns (?:much )?less|underperform|mediocre|no better than|from scratch|stays (?:at|exactly)"),
+)
+OTHER_SIGN = ("other", "Other signs and questions")
+# case matters only for the error rule: a CamelCase exception name, not any word ending in "error"
+_SIGN_RULES = [(key, re.compile(rule, re.I if key != "error" else 0)) for key, _, rule in SYMPTOM_SIGNS]
+_HEADINGS = [(key, heading) for key, heading, _ in SYMPTOM_SIGNS] + [OTHER_SIGN]
+SHORT_LINE = 120  # characters of a symptom shown in an index; the entry page has all of it
+
+
+def symptom_sign(text: str) -> str:
+    """The key of what a symptom shows (SYMPTOM_SIGNS), "other" when no rule matches."""
+    for key, rule in _SIGN_RULES:
+        if rule.search(text):
+            return key
+    return OTHER_SIGN[0]
+
+
+def short_line(text, limit: int = SHORT_LINE) -> str:
+    """One line of at most `limit` characters, cut at a word boundary with an ellipsis: long
+    symptom paragraphs make an index unreadable."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    if " " in cut:
+        cut = cut[:cut.rindex(" ")]
+    return cut.rstrip(" ,;:.-(") + "…"
+
+
+def symptom_index(by_area: dict) -> list:
+    """[(sign key, heading, [(area, [(symptom, entry, its 1-based number)])])] in SYMPTOM_SIGNS
+    order, areas in AREAS order; only signs and areas that have symptoms."""
+    groups = {key: {a: [] for a in AREAS} for key, _ in _HEADINGS}
+    for area in AREAS:
+        for e in by_area[area]:
+            for n, s in enumerate(e.symptoms, 1):
+                groups[symptom_sign(s)][area].append((s, e, n))
+    out = []
+    for key, heading in _HEADINGS:
+        areas = [(a, items) for a, items in groups[key].items() if items]
+        if areas:
+            out.append((key, heading, areas))
+    return out
+
+
+def entry_order(kb, by_area: dict) -> list:
+    """Every entry, for the entries table and the nav: the first-hour checklist in its order,
+    then the other areas in AREAS order, by id within each."""
+    triage = [kb.entries[i] for i in TRIAGE_PATH if i in kb.entries]
+    return triage + [e for a in AREAS for e in by_area[a] if e not in triage]
 
 
 # ---------------------------------------------------------------- files

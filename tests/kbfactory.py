@@ -43,7 +43,18 @@ class _Dumper(yaml.SafeDumper):
 _Dumper.add_representer(str, _literal)
 
 
+def write_vocabulary(root, tags: dict | None = None):
+    """kb/tags.yaml, the tag vocabulary (tag -> meaning); by default only the factory's `demo`."""
+    path = root / "kb" / "tags.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"tags": tags or {"demo": "A tag for test entries."}}, sort_keys=False))
+    return path
+
+
 def write_entry(root, data: dict, area: str | None = None, raw: str | None = None):
+    """An entry file; the KB gets the default vocabulary unless it already has one."""
+    if not (root / "kb" / "tags.yaml").exists():
+        write_vocabulary(root)
     area = area or (data.get("area") if isinstance(data, dict) else None) or "loss"
     stem = data["id"] if isinstance(data, dict) and "id" in data else "broken"
     path = root / "kb" / "entries" / area / f"{stem}.yaml"

@@ -735,3 +735,107 @@ def test_phone_width_has_no_horizontal_scroll(driver, served):
                 assert all(r[1] for r in rows[1:-1]) and header <= rows[1][2] < height
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+# ---------------------------------------------------------------- the indexes: symptoms, tags, entries
+
+def _in_view(driver, element_id: str):
+    """The element's text when it is fully in view below the fixed header, else False."""
+    return driver.execute_script("""
+        const el = document.getElementById(arguments[0]);
+        if (!el) return false;
+        const r = el.getBoundingClientRect();
+        const header = document.querySelector('.md-header').getBoundingClientRect().bottom;
+        return r.top >= header && r.bottom <= window.innerHeight ? el.textContent : false;""", element_id)
+
+
+def test_symptom_index_is_grouped_by_sign_and_lands_on_the_symptom(driver, served):
+    """/symptoms/ has a heading per sign (in the fixed order), areas below it, one short line per
+    symptom; following a line opens the entry with that symptom in view."""
+    from selenium.webdriver.common.by import By
+
+    from kb_tools.site import SHORT_LINE, SYMPTOM_SIGNS, symptom_sign
+    base, kb, variant = served
+    driver.get(f"{base}symptoms/")
+    groups = _wait(driver, lambda d: d.execute_script("""
+        const out = [];
+        for (const h of document.querySelectorAll('.md-content h2, .md-content h3, .md-content li')) {
+            if (h.tagName === 'H2') out.push({sign: h.id, areas: []});
+            else if (h.tagName === 'H3') out[out.length - 1].areas.push({id: h.id, items: []});
+            else { const a = h.querySelector('a'); const areas = out[out.length - 1].areas;
+                   areas[areas.length - 1].items.push([a.getAttribute('href'), a.textContent]); }
+        }
+        return out.length ? out : false;"""))
+    order = [f"sign-{key}" for key, _, _ in SYMPTOM_SIGNS] + ["sign-other"]
+    signs = [g["sign"] for g in groups]
+    assert signs == sorted(signs, key=order.index) and len(signs) >= 2
+    expected = {f"entries/{e.id}/#symptom-{n}": (symptom_sign(s), e.area)
+                for e in kb.entries.values() for n, s in enumerate(e.symptoms, 1)}
+    seen = {}
+    for g in groups:
+        for area in g["areas"]:
+            for href, text in area["items"]:
+                path = driver.execute_script("return new URL(arguments[0], location.href).href", href) \
+                    .removeprefix(base)  # the site is served under a sub-path
+                seen[path] = (g["sign"], area["id"])
+                assert len(text) <= SHORT_LINE, text
+    assert seen == {p: (f"sign-{s}", f"sign-{s}-{a}") for p, (s, a) in expected.items()}
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    driver.save_screenshot(os.path.join(ARTIFACTS, f"site-{variant}-symptoms.png"))
+
+    # a symptom far down its entry: the link must land on it, not on the top of the page
+    e, n = max(((e, len(e.symptoms)) for e in kb.entries.values()), key=lambda en: en[1])
+    link = driver.find_element(By.CSS_SELECTOR, f".md-content a[href$='entries/{e.id}/#symptom-{n}']")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+    link.click()
+    _wait(driver, lambda d: d.current_url == f"{base}entries/{e.id}/#symptom-{n}",
+          message="the symptom link did not open the entry at the symptom")
+    shown = _wait(driver, lambda d: _in_view(d, f"symptom-{n}"),
+                  message=f"symptom {n} of {e.id} is not in view after following its link")
+    assert " ".join(shown.split()) == " ".join(re.sub(r"`+", "", e.symptoms[n - 1]).split())
+    _no_injected_script(driver)
+
+
+def test_tags_page_shows_only_vocabulary_tags_with_their_meaning(driver, served):
+    base, kb, _ = served
+    driver.get(f"{base}tags/")
+    tags = _wait(driver, lambda d: d.execute_script("""
+        return Array.from(document.querySelectorAll('.md-content h2'), (h) => {
+            let el = h.nextElementSibling;
+            return [h.firstChild.textContent.trim(), el && el.matches('p.kb-tag-meaning') ? el.textContent : null,
+                    el && el.nextElementSibling ? el.nextElementSibling.querySelectorAll('li').length : 0];
+        });"""))
+    used = {}
+    for e in kb.entries.values():
+        for t in e.tags:
+            used[t] = used.get(t, 0) + 1
+    assert sorted(t for t, _, _ in tags) == sorted(used)
+    for tag, meaning, count in tags:
+        assert tag in kb.vocabulary and meaning == kb.vocabulary[tag] and count == used[tag], tag
+
+
+def test_entries_table_and_nav_follow_the_triage_path(driver, served):
+    """/entries/ is a table (id, alias, area, symptom), the first-hour checklist first; the nav's
+    triage section lists the same ids in the same order."""
+    from selenium.webdriver.common.by import By
+
+    from kb_tools.model import AREAS, TRIAGE_PATH
+    base, kb, variant = served
+    driver.get(f"{base}entries/")
+    rows = _wait(driver, lambda d: d.execute_script("""
+        return Array.from(document.querySelectorAll('.md-content table tbody tr'),
+                          (tr) => Array.from(tr.cells, (c) => c.textContent.trim()));"""))
+    triage = [i for i in TRIAGE_PATH if i in kb.entries]
+    rest = sorted((e.id for e in kb.entries.values() if e.id not in triage),
+                  key=lambda i: (AREAS.index(kb.entries[i].area), i))
+    assert [r[0] for r in rows] == triage + rest
+    assert [r[1] for r in rows] == [(kb.entries[r[0]].aliases or [""])[0] for r in rows]
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    driver.save_screenshot(os.path.join(ARTIFACTS, f"site-{variant}-entries.png"))
+    nav = driver.execute_script("""
+        return Array.from(document.querySelectorAll('.md-nav--primary a[href]'),
+                          (a) => [a.href, a.textContent.trim()]);""")
+    nav = [(href.removeprefix(base), text) for href, text in nav]  # the site is served under a sub-path
+    nav_triage = [text for path, text in nav if path.startswith("entries/") and path.strip("/").split("/")[-1] in triage]
+    assert nav_triage == triage
+    first = driver.find_element(By.CSS_SELECTOR, ".md-content table tbody tr a")
+    first.click()
+    _wait(driver, lambda d: d.current_url == f"{base}entries/{triage[0] if triage else rest[0]}/")

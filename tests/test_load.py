@@ -9,7 +9,7 @@ import yaml
 
 from kb_tools.load import load_kb
 from kb_tools.model import CHECK_CODES as CODES
-from kbfactory import cite, entry, make_kb, write_entry, write_quotes, write_source
+from kbfactory import cite, entry, make_kb, write_entry, write_quotes, write_source, write_vocabulary
 
 
 def problems(kb_dir):
@@ -79,6 +79,7 @@ def test_problem_format_is_path_line_code_field(tmp_path):
     ("KB024", lambda t: write_entry(t, entry("alias-space", aliases=["O 12"]))),
     ("KB024", lambda t: write_source(t, "index")),
     ("KB017", lambda t: write_source(t, "Not_Kebab")),
+    ("KB026", lambda t: write_entry(t, entry("odd-tag", tags=["demo", "dmeo"]))),
 ])
 def test_each_problem_code(tmp_path, code, build):
     kb_dir = make_kb(tmp_path)
@@ -327,3 +328,46 @@ def test_fix_pair_problems_name_the_field(tmp_path, pair, message):
     assert (problem.code, problem.path, problem.field) == ("KB004", "kb/entries/loss/paired.yaml", "fix_pair")
     assert message in problem.message, str(problem)
     assert kb.entries["paired"].fix_pair is None or "snippet" in message
+def test_tag_outside_the_vocabulary_names_file_line_and_nearest_tag(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    write_vocabulary(tmp_path, {"demo": "A tag.", "fine-tuning": "Starting from pretrained weights."})
+    path = write_entry(tmp_path, entry("tagged", tags=["demo", "finetuning"]))
+    line = path.read_text().splitlines().index("- finetuning") + 1
+    _, found = problems(kb_dir)
+    assert found == [f"kb/entries/loss/tagged.yaml:{line}: KB026 tags: tag 'finetuning' is not in the "
+                     f"vocabulary (kb/tags.yaml) (did you mean 'fine-tuning'?)"]
+    assert load_kb(str(kb_dir), use_cache=False).vocabulary["fine-tuning"] == "Starting from pretrained weights."
+
+
+@pytest.mark.parametrize("text, message", [
+    (None, "kb/tags.yaml: KB026 tags: no tag vocabulary: create kb/tags.yaml"),
+    ("- demo\n", "kb/tags.yaml:1: KB026 tags: expected `tags:` mapping each tag to a one-line meaning"),
+    ("tags:\n  demo: A tag.\n  Bad_Tag: x\n", "kb/tags.yaml:3: KB026 tags: 'Bad_Tag' is not a kebab-case tag"),
+    ("tags:\n  demo:\n", "kb/tags.yaml:2: KB026 tags: 'demo' needs its meaning"),
+])
+def test_missing_or_malformed_vocabulary_is_one_clear_problem(tmp_path, text, message):
+    kb_dir = make_kb(tmp_path)
+    vocabulary = tmp_path / "kb" / "tags.yaml"
+    if text is None:
+        vocabulary.unlink()
+    else:
+        vocabulary.write_text(text)
+    _, found = problems(kb_dir)
+    assert any(p.startswith(message) for p in found), found
+    assert len([p for p in found if p.startswith("kb/tags.yaml")]) == 1, found
+
+
+def test_cache_follows_the_vocabulary(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
+    kb_dir = make_kb(tmp_path)
+    assert load_kb(str(kb_dir)).problems == []
+    write_vocabulary(tmp_path, {"other": "Not the tag the entries use."})
+    assert {p.code for p in load_kb(str(kb_dir)).problems} == {"KB026"}
+
+
+def test_shipped_vocabulary_is_used_and_shared():
+    """Every tag of kb/tags.yaml is on two or more entries: a tag on one entry indexes nothing."""
+    kb = load_kb(use_cache=False)
+    assert kb.vocabulary and not kb.problems
+    users = {tag: [e.id for e in kb.entries.values() if tag in e.tags] for tag in kb.vocabulary}
+    assert {tag: ids for tag, ids in users.items() if len(ids) < 2} == {}
