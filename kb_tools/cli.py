@@ -479,14 +479,14 @@ def _args_list(p):
 def _args_build(p):
     p.add_argument("--out", metavar="DIR", help="where the HTML site goes (default: site/ of this checkout)")
     p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site/)")
-    p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
+    p.add_argument("--results", metavar="FILE", help="verified snippet runs (default: kb/verified/results.json)")
     add_json_option(p, "the build report")
 
 
 def _args_serve(p):
     p.add_argument("--dev-addr", default="127.0.0.1:8000", metavar="HOST:PORT", help="address to serve on")
     p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site/)")
-    p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
+    p.add_argument("--results", metavar="FILE", help="verified snippet runs (default: kb/verified/results.json)")
 
 
 def _args_verify(p):
