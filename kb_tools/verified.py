@@ -165,8 +165,8 @@ def thin(values, limit: int = MAX_POINTS) -> list:
     points = [(i, _number(v)) for i, v in enumerate(values)]
     if len(points) <= limit:
         return points
-    buckets = max(1, limit // 2)
-    out = []
+    buckets = max(1, (limit - 2) // 2)
+    out = [points[0], points[-1]]  # the first and the last step always
     for b in range(buckets):
         chunk = points[b * len(points) // buckets:(b + 1) * len(points) // buckets]
         if not chunk:
@@ -177,8 +177,8 @@ def thin(values, limit: int = MAX_POINTS) -> list:
             {min(finite, key=lambda p: p[1]), max(finite, key=lambda p: p[1])}
         if gaps:
             keep = {min(keep), gaps[0]}
-        out.extend(sorted(keep))
-    return out
+        out.extend(keep)
+    return sorted(set(out))
 
 
 def curves_from(namespace: dict) -> dict | None:

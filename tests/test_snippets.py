@@ -80,7 +80,7 @@ class SnippetSuite(pytest.File):
 
 def torch_version() -> str:
     import torch
-    return torch.__version__
+    return str(torch.__version__)  # a str subclass that xdist cannot send
 
 
 def device_name(device: str) -> str:
