@@ -238,7 +238,9 @@ LEFT, RIGHT, TOP, BOTTOM = 64, 16, 30, 40
 
 def _ticks(lo: float, hi: float, log: bool) -> list:
     if log:
-        return [10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+        first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        every = max(1, math.ceil((last - first) / 5))  # at most six labels, however many decades
+        return [10.0 ** k for k in range(first, last + 1, every)]
     span = hi - lo or abs(hi) or 1.0
     step = 10 ** math.floor(math.log10(span / 4))
     for m in (1, 2, 5, 10):
@@ -325,5 +327,7 @@ def svg(curves: dict, entry_id: str) -> str:
         lx, ly = LEFT + 10 + i * 150, 12  # one row above the plot, clear of both curves
         out.append(f'<line class="kb-curve kb-{name}" x1="{lx}" y1="{ly}" x2="{lx + 22}" y2="{ly}"/>')
         out.append(f'<text class="kb-legend" x="{lx + 28}" y="{ly + 4}">{text}</text>')
+    if any(v is None for pts in series.values() for _, v in pts):
+        out.append(f'<text class="kb-legend" x="{LEFT + 310}" y="16">× loss NaN or inf</text>')
     out.append("</svg>")
     return "".join(out)

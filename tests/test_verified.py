@@ -177,3 +177,13 @@ def test_the_shipped_record_is_valid_and_names_known_entries():
     data = verified.load_results(path)
     assert data, f"{path}: no verified runs recorded; run pytest -n 2 tests/test_snippets.py and commit it"
     assert set(data) <= set(kb.entries)
+
+
+def test_a_loss_that_explodes_gets_few_log_labels_and_a_legend_for_its_gaps():
+    text = verified.svg({"bug": [[0, 0.5], [1, 1e17], [2, None]], "fix": [[0, 0.5], [2, 0.2]]}, "e")
+    root = ET.fromstring(text)
+    ns = "{http://www.w3.org/2000/svg}"
+    ticks = [t.text for t in root.iter(f"{ns}text") if t.get("class") == "kb-tick" and t.get("text-anchor") == "end"]
+    assert 3 <= len(ticks) <= 6 and ticks[0] == "0.1", ticks
+    assert any(t.text == "× loss NaN or inf" for t in root.iter(f"{ns}text"))
+    assert "× loss" not in verified.svg({"bug": [[0, 1.0], [1, 2.0]], "fix": [[0, 1.0], [1, 0.5]]}, "e")
