@@ -119,7 +119,8 @@ def _when(run: dict) -> str:
 def status(entry_id: str, current_sha: str, runs: dict | None) -> dict:
     """What an entry page says about its snippet: kind (the admonition type), title, lines."""
     mine = (runs or {}).get(entry_id) or {}
-    now = {d: r for d, r in sorted(mine.items()) if r["snippet_sha256"] == current_sha}
+    mine = dict(sorted(mine.items(), key=lambda dr: (dr[0] != "cpu", dr[0])))  # cpu first, then GPUs
+    now = {d: r for d, r in mine.items() if r["snippet_sha256"] == current_sha}
     failed = [d for d, r in now.items() if r["outcome"] != "passed"]
     passed = [d for d, r in now.items() if r["outcome"] == "passed"]
     lines = []
@@ -136,7 +137,7 @@ def status(entry_id: str, current_sha: str, runs: dict | None) -> dict:
         torch = now[passed[0]]["torch"]
         return {"kind": "success", "title": f"Passed on {', '.join(passed)} with torch {torch}", "lines": lines}
     older = []
-    for d, r in sorted(mine.items()):
+    for d, r in mine.items():
         last = r if r["outcome"] == "passed" else r.get("last_passed")
         if last:
             older.append(f"{d}: passed on {_when(last)}, torch {last['torch']}, Python {last['python']}, "

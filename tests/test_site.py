@@ -230,7 +230,7 @@ def test_snippet_block_and_its_run_results(fixture_site):
         code = body.find_all("div", class_="highlight")
         assert len(code) == 1 and code[0].find_all("code")[0].text().strip() == e.snippet.strip()
     passed = norm(content(page(out, "entries/overfit-one-batch/")).text())
-    assert "Passed on NVIDIA H100 80GB HBM3, cpu with torch 2.13.0+cpu" in passed
+    assert "Passed on cpu, NVIDIA H100 80GB HBM3 with torch 2.13.0+cpu" in passed
     assert "cpu: passed on 2026-11-20 10:00 UTC, torch 2.13.0+cpu, Python 3.11.7" in passed
     failed = norm(content(page(out, "entries/lr-too-low/")).text())
     assert "Failed on cpu with torch 2.13.0+cpu" in failed and "last passed on 2026-11-19 10:00 UTC" in failed
