@@ -187,3 +187,13 @@ def test_a_loss_that_explodes_gets_few_log_labels_and_a_legend_for_its_gaps():
     assert 3 <= len(ticks) <= 6 and ticks[0] == "0.1", ticks
     assert any(t.text == "× loss NaN or inf" for t in root.iter(f"{ns}text"))
     assert "× loss" not in verified.svg({"bug": [[0, 1.0], [1, 2.0]], "fix": [[0, 1.0], [1, 0.5]]}, "e")
+
+
+@pytest.mark.parametrize("bug, field", [([[0, float("nan")]], "bug"), ([[0, 1.0]] * 101, "bug"), ([], "bug")])
+def test_a_malformed_curves_file_names_file_and_field(tmp_path, bug, field):
+    path = tmp_path / "curves" / "x.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"bug": bug, "fix": [[0, 1.0]]}))
+    with pytest.raises(verified.VerifiedError) as err:
+        verified.load_curves(str(tmp_path), "x")
+    assert str(err.value).startswith(f"{path}: {field}:"), err.value
