@@ -483,7 +483,7 @@ def _args_list(p):
 def _args_build(p):
     p.add_argument("--out", metavar="DIR", help="where the HTML site goes (default: site/ of this checkout)")
     p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site/)")
-    p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
+    p.add_argument("--results", metavar="FILE", help="verified snippet runs (default: kb/verified/results.json)")
     p.add_argument("--site-url", metavar="URL", help="address the site is served from, sub-path allowed: "
                    "absolute sitemap and canonical links, a 404 page that works anywhere (default: $KB_SITE_URL)")
     p.add_argument("--repo-url", metavar="URL", help="repository of the KB: each entry page links to its YAML "
@@ -496,7 +496,7 @@ def _args_build(p):
 def _args_serve(p):
     p.add_argument("--dev-addr", default="127.0.0.1:8000", metavar="HOST:PORT", help="address to serve on")
     p.add_argument("--work", metavar="DIR", help="where generated pages go (default: build/site/)")
-    p.add_argument("--results", metavar="FILE", help="snippet results (default: artifacts/snippet-results.json)")
+    p.add_argument("--results", metavar="FILE", help="verified snippet runs (default: kb/verified/results.json)")
 
 
 def _args_verify(p):

@@ -34,7 +34,6 @@ from .model import AREAS, TRIAGE_PATH
 from .util import KBError, prose_words, write_atomic
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-RESULTS_NAME = os.path.join("artifacts", "snippet-results.json")
 WORK_MARKER = ".kb-site-work"
 SITE_MARKER = ".kb-site"
 
@@ -234,23 +233,14 @@ def _finalize(value):
 # ---------------------------------------------------------------- inputs
 
 def load_results(path: str | None):
-    """The snippet run's results file, or None when there is none.
-
-    Form: {"torch": "2.13.0+cpu", "python": "3.11.7", "results": {id: {device: outcome}}}.
-    """
-    if not path or not os.path.exists(path):
-        return None
+    """The verified snippet runs (kb/verified/results.json), or None when there is none;
+    a malformed file is a SiteError naming file and field."""
+    from . import verified
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise SiteError(f"{path}: cannot read the snippet results: {exc}") from None
-    ok = isinstance(data, dict) and isinstance(data.get("results"), dict) and all(
-        isinstance(v, dict) and all(isinstance(d, str) and isinstance(o, str) for d, o in v.items())
-        for v in data["results"].values())
-    if not ok:
-        raise SiteError(f"{path}: not a snippet results file (expected {{\"torch\", \"python\", \"results\": {{id: {{device: outcome}}}}}})")
-    return data
+        runs = verified.load_results(path)
+    except verified.VerifiedError as exc:
+        raise SiteError(str(exc)) from None
+    return None if runs is None else {"runs": runs, "dir": os.path.dirname(os.path.abspath(path))}
 
 
 def _source_lines(kb, source) -> list:
@@ -380,24 +370,24 @@ class _Context:
         return f"L{first}" if first else ""
 
     def snippet_status(self, entry) -> dict:
-        """What the page says about the snippet's last run."""
-        if self.results is None:
-            return {"kind": "none", "devices": []}
-        outcome = self.results["results"].get(entry.id)
-        if not outcome:
-            return {"kind": "none", "devices": []}
-        devices = sorted(outcome.items())
-        torch = self.results.get("torch") or "unknown"
-        passed = [d for d, o in devices if o == "passed"]
-        failed = [d for d, o in devices if o not in ("passed", "skipped")]
-        if failed:
-            kind, title = "failure", f"Failed on {', '.join(failed)} with torch {torch}"
-        elif passed:
-            kind, title = "success", f"Passed on {', '.join(passed)} with torch {torch}"
-        else:
-            kind, title = "note", f"Skipped on every device with torch {torch}"
-        return {"kind": kind, "title": title, "devices": devices, "torch": torch,
-                "python": self.results.get("python") or "unknown"}
+        """What the page says about the snippet's last recorded runs (kb_tools/verified.py)."""
+        from . import snippets, verified
+        runs = self.results["runs"] if self.results else None
+        return verified.status(entry.id, verified.snippet_sha256(snippets.script_text(entry)), runs)
+
+    def loss_curves(self, entry):
+        """The inline SVG of the bug's and the fix's losses, when the last passing run of this
+        very snippet text recorded them; else empty."""
+        from . import snippets, verified
+        if not self.results:
+            return ""
+        try:
+            curves = verified.load_curves(self.results["dir"], entry.id)
+        except verified.VerifiedError as exc:
+            raise SiteError(str(exc)) from None
+        if not curves or curves.get("snippet_sha256") != verified.snippet_sha256(snippets.script_text(entry)):
+            return ""
+        return _markup(verified.svg(curves, entry.id))
 
 
 def _range_anchors(ctx, quotes) -> dict:
@@ -464,7 +454,7 @@ def render_pages(kb, results=None, templates: str | None = None, deploy: dict | 
         render("area.md.j2", f"areas/{area}/index.md", area=area)
     for e in kb.entries.values():
         render("entry.md.j2", f"entries/{e.id}.md", e=e, status=ctx.snippet_status(e), lint_rules=rules_for(e.id),
-               links=entry_links(kb, e, "../"), edit_url=edit_url(deploy, e.path))
+               links=entry_links(kb, e, "../"), edit_url=edit_url(deploy, e.path), curves=ctx.loss_curves(e))
     render("symptoms.md.j2", "symptoms.md")
     render("tags.md.j2", "tags.md")
     render("folklore.md.j2", "folklore.md")
@@ -776,15 +766,18 @@ def default_out_dir() -> str:
 
 
 def default_results(kb) -> str:
-    """artifacts/snippet-results.json beside the KB; for the copy of the shipped KB
-    bundled in the package, the one in the project checkout."""
-    parent = os.path.dirname(kb.root)
-    if parent == os.path.join(PACKAGE_DIR, "_data"):
+    """kb/verified/results.json of the KB (committed; the snippet test run writes it). For the
+    copy of the shipped KB bundled in the package, the one in the project checkout if any."""
+    from . import verified
+    root = kb.root
+    if os.path.dirname(root) == os.path.join(PACKAGE_DIR, "_data"):
         try:
-            parent = project_root()
+            checkout = os.path.join(project_root(), "kb")
+            if os.path.isfile(os.path.join(verified.default_dir(checkout), verified.RESULTS_FILE)):
+                root = checkout
         except SiteError:
             pass
-    return os.path.join(parent, RESULTS_NAME)
+    return os.path.join(verified.default_dir(root), verified.RESULTS_FILE)
 
 
 def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,

@@ -7,13 +7,14 @@ tests the CPU path the snippet falls back to.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEVICES = ("cpu", "cuda")
 FIGURE_LINE = re.compile(r"^figure ([a-z][a-z0-9_]*): (.+?)\s*$")
@@ -34,6 +35,7 @@ class SnippetRun:
     seconds: float
     timed_out: bool
     script: str
+    kept: dict = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -81,15 +83,40 @@ def command(entry, script_path: str) -> list:
     return [sys.executable, script_path]
 
 
-def run_snippet(entry, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT) -> SnippetRun:
-    """Write the snippet to a temporary script and run it; never raises for a failing snippet."""
+# Runs the script as __main__ (runpy, as `python script.py` would), then writes the loss
+# lists it kept at module level to the file named by argv[1]; the snippet itself prints nothing extra.
+_KEEP_GLOBALS = (
+    "import json, runpy, sys\n"
+    "out, sys.argv = sys.argv[1], sys.argv[2:]\n"
+    "g = runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "keep = {}\n"
+    "for k in %r:\n"
+    "    try:\n"
+    "        keep[k] = [float(v) for v in g.get(k, ())]\n"
+    "    except Exception:\n"
+    "        pass\n"
+    "with open(out, 'w') as fh:\n"
+    "    json.dump(keep, fh)\n"
+)
+
+
+def run_snippet(entry, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT,
+                keep_globals: tuple = ()) -> SnippetRun:
+    """Write the snippet to a temporary script and run it; never raises for a failing snippet.
+
+    With `keep_globals` (names of module-level lists of numbers, e.g. the loss curves) a
+    plain-python snippet is run through runpy and those lists come back in `run.kept`."""
     with tempfile.TemporaryDirectory(prefix="kb-snippet-") as tmp:
         script = os.path.join(tmp, f"{entry.id.replace('-', '_')}.py")
         with open(script, "w", encoding="utf-8") as fh:
             fh.write(script_text(entry))
+        cmd, kept_path = command(entry, script), None
+        if keep_globals and entry.launch != "torchrun":
+            kept_path = os.path.join(tmp, "kept-globals.json")
+            cmd = [sys.executable, "-c", _KEEP_GLOBALS % (tuple(keep_globals),), kept_path, script]
         start = time.perf_counter()
         try:
-            proc = subprocess.run(command(entry, script), cwd=tmp, env=child_env(device),
+            proc = subprocess.run(cmd, cwd=tmp, env=child_env(device),
                                   capture_output=True, text=True, timeout=timeout)
             rc, out, err, timed_out = proc.returncode, proc.stdout, proc.stderr, False
         except subprocess.TimeoutExpired as exc:
@@ -98,8 +125,12 @@ def run_snippet(entry, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT) ->
             err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         seconds = time.perf_counter() - start
         err = map_to_yaml(err, script, entry)
+        kept = {}
+        if kept_path and rc == 0 and os.path.exists(kept_path):
+            with open(kept_path, encoding="utf-8") as fh:
+                kept = json.load(fh)
     return SnippetRun(entry=entry, device=device, returncode=rc, stdout=out, stderr=err,
-                      seconds=seconds, timed_out=timed_out, script=script)
+                      seconds=seconds, timed_out=timed_out, script=script, kept=kept)
 
 
 def yaml_line(entry, snippet_line: int) -> int:
@@ -127,8 +158,8 @@ def printed_figures(stdout: str) -> dict:
 def prose(entry) -> str:
     """The entry's text a reader sees, where a restated figure must appear."""
     parts = []
-    for field in PROSE_FIELDS:
-        value = getattr(entry, field) or ""
+    for name in PROSE_FIELDS:
+        value = getattr(entry, name) or ""
         parts.extend(value if isinstance(value, list) else [value])
     return "\n".join(parts)
 

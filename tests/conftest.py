@@ -1,9 +1,11 @@
-"""Collect tests/test_snippets.py as one item per (entry, device) and record the outcomes."""
+"""Collect tests/test_snippets.py as one item per (entry, device) and record the outcomes
+in the KB's kb/verified/results.json (see kb_tools/verified.py)."""
 from __future__ import annotations
 
 import re
+import time
 
-_OUTCOMES = {}
+_RUNS = {}
 _ITEM_NAME = re.compile(r"::([a-z0-9-]+)\[(cpu|cuda)\]$")
 
 
@@ -15,12 +17,18 @@ def pytest_pycollect_makemodule(module_path, parent):
 
 
 def pytest_runtest_logreport(report):
+    """Under xdist the controller sees every worker's reports: it alone keeps them, so two
+    workers never write the record at once and neither loses the other's runs."""
     match = _ITEM_NAME.search(report.nodeid)
-    if match and (report.when == "call" or report.outcome == "skipped" or report.failed):
-        _OUTCOMES[match.groups()] = report.outcome
+    props = dict(report.user_properties)
+    if match and report.when == "call" and report.outcome in ("passed", "failed") and "snippet_sha256" in props:
+        _RUNS[(match.group(1), props["device_name"])] = {
+            "outcome": report.outcome, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "torch": props["torch"], "python": props["python"], "snippet_sha256": props["snippet_sha256"]}
 
 
 def pytest_sessionfinish(session):
-    if _OUTCOMES and not hasattr(session.config, "workerinput"):
-        from test_snippets import write_results
-        write_results(_OUTCOMES)
+    if _RUNS and not hasattr(session.config, "workerinput"):
+        from kb_tools import verified
+        from kb_tools.load import find_kb_root
+        verified.record(_RUNS, verified.default_dir(find_kb_root()))

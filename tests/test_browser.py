@@ -135,7 +135,7 @@ def served(request, tmp_path_factory):
         pytest.skip(f"the {request.param} KB has no entry whose symptoms describe a flat loss yet")
     tmp_path = tmp_path_factory.mktemp(f"site-{request.param}")
     site = tmp_path / "site"
-    # the shipped site shows the last snippet run (artifacts/snippet-results.json) if there is one
+    # the shipped site shows the committed record of verified runs (kb/verified/results.json)
     results = None if request.param == "shipped" else str(tmp_path / "none.json")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_SubPath, directory=str(site)))
     server.misses = []
@@ -839,3 +839,112 @@ def test_entries_table_and_nav_follow_the_triage_path(driver, served):
     first = driver.find_element(By.CSS_SELECTOR, ".md-content table tbody tr a")
     first.click()
     _wait(driver, lambda d: d.current_url == f"{base}entries/{triage[0] if triage else rest[0]}/")
+# ---------------------------------------------------------------- verified runs and loss curves
+
+def _rgb(css: str) -> tuple:
+    """(r, g, b) of a computed CSS colour such as 'rgb(198, 40, 40)' or 'rgba(...)'."""
+    return tuple(int(float(v)) for v in re.findall(r"[\d.]+", css)[:3])
+
+
+def _verified_box(driver, url):
+    """The page's verified-run admonition: its kind, title, text and computed border colour."""
+    from selenium.webdriver.common.by import By
+    driver.get(url)
+    box = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, ".admonition.kb-verified"))
+    assert box.is_displayed()
+    kind = next(c for c in box.get_attribute("class").split() if c in ("success", "failure", "warning", "danger"))
+    title = box.find_element(By.CSS_SELECTOR, ".admonition-title").text
+    return kind, title, box.text, _rgb(box.value_of_css_property("border-left-color"))
+
+
+def _curve(driver):
+    """The entry page's loss-curve SVG, checked to be on screen with a bug and a fix polyline."""
+    from selenium.webdriver.common.by import By
+    svg = driver.find_element(By.CSS_SELECTOR, "svg.kb-curves")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", svg)
+    assert svg.is_displayed() and svg.get_attribute("role") == "img"
+    assert svg.size["width"] > 300 and svg.size["height"] > 100, svg.size
+    label = driver.execute_script("return arguments[0].querySelector('title').textContent", svg)
+    assert "planted bug against fix" in label
+    for name in ("bug", "fix"):
+        lines = svg.find_elements(By.CSS_SELECTOR, f"polyline.kb-{name}")
+        assert lines and any(p.size["width"] > 50 for p in lines), f"no visible {name} curve"
+        stroke = _rgb(lines[0].value_of_css_property("stroke"))
+        assert stroke != (0, 0, 0), f"the {name} curve has no colour of its own"
+    return svg
+
+
+def test_shipped_entry_pages_show_when_and_where_the_snippet_passed(driver, served):
+    """The shipped site reads kb/verified/: a passing entry says so in green with torch,
+    device and date, and an entry whose snippet records its losses shows both curves."""
+    from kb_tools import snippets, verified
+    base, kb, variant = served
+    if variant != "shipped":
+        kind, title, _, colour = _verified_box(driver, base + f"entries/{sorted(kb.entries)[0]}/")
+        assert (kind, title) == ("danger", "Never passed")  # built without any record
+        r, g, b = colour
+        assert r > 150 and g < 90 and b < 90, colour
+        return
+    runs = verified.load_results(os.path.join(verified.default_dir(kb.root), verified.RESULTS_FILE))
+    with_curves = [eid for eid, e in sorted(kb.entries.items())
+                   if (verified.load_curves(verified.default_dir(kb.root), eid) or {}).get("snippet_sha256")
+                   == verified.snippet_sha256(snippets.script_text(e))]
+    assert with_curves, "no entry of the shipped KB has loss curves from its current snippet"
+    eid = with_curves[0]
+    kind, title, text, colour = _verified_box(driver, base + f"entries/{eid}/")
+    cpu = runs[eid]["cpu"]
+    assert kind == "success" and title.startswith("Passed on") and cpu["torch"] in title
+    assert f"cpu: passed on {cpu['date'][:10]}" in text and f"Python {cpu['python']}" in text
+    r, g, b = colour
+    assert g > r and g > b, f"a passing run is not shown in green: {colour}"
+    _curve(driver)
+
+
+@pytest.fixture(scope="module")
+def changed_copy(tmp_path_factory):
+    """A copy of the fixture KB whose record vouches for every snippet as it was, then one
+    snippet edited (double-softmax) and one record dropped (lr-too-low)."""
+    import shutil
+
+    from kb_tools import snippets, verified
+    tmp = tmp_path_factory.mktemp("verified-copy")
+    shutil.copytree(os.path.dirname(FIXTURE_KB), tmp / "copy")
+    kb_root = str(tmp / "copy" / "kb")
+    kb = load_kb(kb_root, use_cache=False)
+    vdir = verified.default_dir(kb_root)
+    runs = {(eid, "cpu"): {"outcome": "passed", "date": "2026-11-20T08:15:00Z", "torch": "2.13.0+cpu",
+                           "python": "3.11.2", "snippet_sha256": verified.snippet_sha256(snippets.script_text(e))}
+            for eid, e in kb.entries.items() if eid != "lr-too-low"}
+    verified.record(runs, vdir)
+    sha = runs[("overfit-one-batch", "cpu")]["snippet_sha256"]
+    verified.write_curves(vdir, "overfit-one-batch", {"bug": [[i, 2.3] for i in range(60)],
+                                                      "fix": [[i, 2.3 * 0.9 ** i] for i in range(60)]}, sha, "2.13.0+cpu")
+    path = os.path.join(kb_root, "entries", "loss", "double-softmax.yaml")
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    assert text.count("torch.manual_seed(0)") == 1
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text.replace("torch.manual_seed(0)", "torch.manual_seed(1)"))
+    edited = load_kb(kb_root, use_cache=False)
+    assert not edited.problems
+    build_site(edited, out_dir=str(tmp / "site"), work_dir=str(tmp / "src"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(tmp / "site")))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_changed_and_never_passed_snippets_are_amber_and_red(driver, changed_copy):
+    kind, title, text, (r, g, b) = _verified_box(driver, changed_copy + "entries/overfit-one-batch/")
+    assert kind == "success" and "cpu: passed on 2026-11-20 08:15 UTC, torch 2.13.0+cpu, Python 3.11.2" in text
+    assert g > r and g > b
+    _curve(driver)
+    kind, title, text, (r, g, b) = _verified_box(driver, changed_copy + "entries/double-softmax/")
+    assert (kind, title) == ("warning", "Changed since it last passed") and "earlier version" in text
+    assert r > 200 and 80 < g < 200 and b < 80, (r, g, b)  # amber
+    kind, title, text, (r, g, b) = _verified_box(driver, changed_copy + "entries/lr-too-low/")
+    assert (kind, title) == ("danger", "Never passed")
+    assert r > 150 and g < 90 and b < 90, (r, g, b)  # red, not the grey or blue of a note

@@ -220,6 +220,7 @@ def test_non_editable_install_uses_bundled_kb(tmp_path):
     wheel = next(wheel_dir.glob("*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("kb_tools/_data/kb/entries/") for n in names)
+    assert "kb_tools/_data/kb/verified/results.json" in names, "the verified snippet runs are not in the wheel"
     assert any(n.endswith(".data/scripts/kb") for n in names), "the kb launcher is not in the wheel"
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],

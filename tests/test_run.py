@@ -46,22 +46,3 @@ def test_run_without_torch_says_how_to_install_it(tmp_path, capsys, monkeypatch)
     err = capsys.readouterr().err
     assert "torch is not installed" in err and "pip install torch==2.13.0" in err
     assert len(err.strip().splitlines()) == 1
-
-
-def test_running_a_subset_keeps_the_other_entries_results(tmp_path, monkeypatch):
-    import json
-
-    import torch
-
-    import test_snippets
-    path = tmp_path / "artifacts" / "snippet-results.json"
-    monkeypatch.setattr(test_snippets, "RESULTS_FILE", str(path))
-    test_snippets.write_results({("a-bug", "cpu"): "passed", ("a-bug", "cuda"): "skipped",
-                                 ("b-bug", "cpu"): "passed"})
-    test_snippets.write_results({("b-bug", "cpu"): "failed"})
-    data = json.loads(path.read_text())
-    assert data["torch"] == torch.__version__
-    assert data["results"] == {"a-bug": {"cpu": "passed", "cuda": "skipped"}, "b-bug": {"cpu": "failed"}}
-    path.write_text(json.dumps({"torch": "0.0.1", "results": {"old-bug": {"cpu": "passed"}}}))
-    test_snippets.write_results({("b-bug", "cpu"): "passed"})  # another torch: nothing carried over
-    assert json.loads(path.read_text())["results"] == {"b-bug": {"cpu": "passed"}}

@@ -30,9 +30,28 @@ REPO = os.path.dirname(HERE)
 FIXTURE = os.path.join(HERE, "fixtures", "site")
 FIXTURE_KB = os.path.join(FIXTURE, "kb")
 SECTIONS = ["Symptoms", "Why it happens", "Fix", "How to check", "Snippet", "Evidence", "Caveats", "See also"]
-RESULTS = {"torch": "2.13.0+cpu", "python": "3.11.7",
-           "results": {"overfit-one-batch": {"cpu": "passed", "cuda": "skipped"},
-                       "lr-too-low": {"cpu": "failed", "cuda": "skipped"}}}
+GPU = "NVIDIA H100 80GB HBM3"
+
+
+def write_verified(directory, kb) -> str:
+    """A verified-runs record for the fixture KB: overfit-one-batch passed on CPU and a GPU (with
+    curves), lr-too-low failed after an earlier pass, double-softmax passed in an earlier version,
+    ddp-no-sync-accumulation never ran."""
+    from kb_tools import snippets, verified
+
+    def run(eid, outcome, sha=None, day="2026-11-20"):
+        return {"outcome": outcome, "date": f"{day}T10:00:00Z", "torch": "2.13.0+cpu", "python": "3.11.7",
+                "snippet_sha256": sha or verified.snippet_sha256(snippets.script_text(kb.entries[eid]))}
+    path = verified.record({("overfit-one-batch", "cpu"): run("overfit-one-batch", "passed"),
+                            ("overfit-one-batch", GPU): run("overfit-one-batch", "passed"),
+                            ("lr-too-low", "cpu"): run("lr-too-low", "passed", day="2026-11-19"),
+                            ("double-softmax", "cpu"): run("double-softmax", "passed", sha="0" * 64)}, str(directory))
+    verified.record({("lr-too-low", "cpu"): run("lr-too-low", "failed")}, str(directory))
+    sha = verified.snippet_sha256(snippets.script_text(kb.entries["overfit-one-batch"]))
+    verified.write_curves(str(directory), "overfit-one-batch",
+                          {"bug": [[0, 2.3], [1, 2.3], [2, float("nan")], [3, 2.29]], "fix": [[0, 2.3], [1, 0.9], [2, 0.01]]},
+                          sha, "2.13.0+cpu")
+    return path
 
 
 # ---------------------------------------------------------------- a small DOM for assertions
@@ -124,8 +143,7 @@ def rendered(text: str) -> str:
 @pytest.fixture(scope="module")
 def fixture_site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fixture-site")
-    results = tmp / "results.json"
-    results.write_text(json.dumps(RESULTS))
+    results = write_verified(tmp / "verified", load_kb(FIXTURE_KB, use_cache=False))
     out = tmp / "site"
     code = cli.main(["--kb", FIXTURE_KB, "build", "--out", str(out), "--work", str(tmp / "src"),
                      "--results", str(results)])
@@ -216,24 +234,31 @@ def test_snippet_block_and_its_run_results(fixture_site):
         code = [b for b in body.find_all("div", class_="highlight") if not any(b in p.iter() for p in pairs)]
         assert len(code) == 1 and code[0].find_all("code")[0].text().strip() == e.snippet.strip()
     passed = norm(content(page(out, "entries/overfit-one-batch/")).text())
-    assert "Passed on cpu with torch 2.13.0+cpu" in passed and "cuda skipped" in passed and "3.11.7" in passed
+    assert "Passed on cpu, NVIDIA H100 80GB HBM3 with torch 2.13.0+cpu" in passed
+    assert "cpu: passed on 2026-11-20 10:00 UTC, torch 2.13.0+cpu, Python 3.11.7" in passed
     failed = norm(content(page(out, "entries/lr-too-low/")).text())
-    assert "Failed on cpu with torch 2.13.0+cpu" in failed
-    unrun = norm(content(page(out, "entries/double-softmax/")).text())
-    assert "has not been run in this build" in unrun
+    assert "Failed on cpu with torch 2.13.0+cpu" in failed and "last passed on 2026-11-19 10:00 UTC" in failed
+    changed = norm(content(page(out, "entries/double-softmax/")).text())
+    assert "Changed since it last passed" in changed and "earlier version of the snippet" in changed
+    never = norm(content(page(out, "entries/ddp-no-sync-accumulation/")).text())
+    assert "Never passed" in never
+    kinds = {eid: next(a for a in content(page(out, f"entries/{eid}/")).find_all("div", class_="kb-verified"))
+             .attrs["class"].split()[1] for eid in kb.entries}
+    assert kinds == {"overfit-one-batch": "success", "lr-too-low": "failure", "double-softmax": "warning",
+                     "ddp-no-sync-accumulation": "danger"}
 
 
-def test_without_a_results_file_every_snippet_says_not_run(tmp_path):
+def test_without_a_results_file_every_snippet_says_never_passed(tmp_path):
     kb = load_kb(FIXTURE_KB, use_cache=False)
     pages = site.render_pages(kb, site.load_results(str(tmp_path / "absent.json")))
     for e in kb.entries.values():
-        assert "has not been run in this build" in pages[f"entries/{e.id}.md"]
+        assert '!!! danger kb-verified "Never passed"' in pages[f"entries/{e.id}.md"]
 
 
 def test_malformed_results_file_is_an_error(tmp_path):
     bad = tmp_path / "r.json"
     bad.write_text(json.dumps({"results": {"x": "passed"}}))
-    with pytest.raises(site.SiteError, match="not a snippet results file"):
+    with pytest.raises(site.SiteError, match="not a verified-runs file"):
         site.load_results(str(bad))
 
 

@@ -1,4 +1,4 @@
-"""Entries agree with their own snippets: figures, snippet rules, and the results file.
+"""Entries agree with their own snippets: figures and snippet rules.
 
 The CPU snippet test (test_snippets.py) fails when an entry's text restates a
 figure its snippet no longer prints; these tests prove that check can fail, and
@@ -7,7 +7,6 @@ keep every snippet runnable as `kb snippet ID | python` with torch alone.
 from __future__ import annotations
 
 import ast
-import json
 import subprocess
 import sys
 
@@ -105,15 +104,3 @@ def test_snippet_runs_piped_into_python(eid):
     proc = subprocess.run([sys.executable, "-"], input=text, capture_output=True, text=True, timeout=120,
                           env=snippets.child_env("cpu"))
     assert proc.returncode == 0, proc.stderr[-2000:]
-
-
-# ---------------------------------------------------------------- the results file
-
-def test_a_subset_run_keeps_the_other_entries_results(tmp_path):
-    from test_snippets import write_results
-    path = str(tmp_path / "results.json")
-    write_results({("dead-relu", "cpu"): "passed", ("nan-loss", "cpu"): "passed"}, path)
-    write_results({("dead-relu", "cpu"): "failed"}, path)
-    with open(path) as fh:
-        results = json.load(fh)["results"]
-    assert results == {"dead-relu": {"cpu": "failed"}, "nan-loss": {"cpu": "passed"}}

@@ -5,16 +5,12 @@ failure is reported at the YAML line that holds the failing snippet line.
 """
 from __future__ import annotations
 
-import json
-import os
+import platform
 
 import pytest
 
-from kb_tools import snippets
+from kb_tools import snippets, verified
 from kb_tools.load import load_kb
-from kb_tools.util import write_atomic
-
-RESULTS_FILE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "artifacts", "snippet-results.json")
 
 
 class SnippetFailed(Exception):
@@ -28,15 +24,20 @@ class FiguresDrifted(Exception):
 
 
 class SnippetItem(pytest.Item):
-    def __init__(self, *, entry, device, **kwargs):
+    def __init__(self, *, entry, device, kb_root, **kwargs):
         super().__init__(**kwargs)
-        self.entry, self.device = entry, device
+        self.entry, self.device, self.entry_kb_root = entry, device, kb_root
 
     def runtest(self):
         reason = snippets.device_skip_reason(self.entry, self.device)
         if reason:
             pytest.skip(reason)
-        run = snippets.run_snippet(self.entry, self.device)
+        # what conftest.py records in kb/verified/results.json, passed or failed
+        sha = verified.snippet_sha256(snippets.script_text(self.entry))
+        self.user_properties += [("snippet_sha256", sha), ("device_name", device_name(self.device)),
+                                 ("torch", torch_version()), ("python", platform.python_version())]
+        keep = verified.CURVE_NAMES if self.device == "cpu" else ()  # the curves are the seeded CPU run
+        run = snippets.run_snippet(self.entry, self.device, keep_globals=keep)
         self.user_properties.append(("seconds", round(run.seconds, 2)))
         if not run.passed:
             raise SnippetFailed(run)
@@ -44,6 +45,9 @@ class SnippetItem(pytest.Item):
             problems = snippets.figure_problems(self.entry, run.stdout)
             if problems:
                 raise FiguresDrifted(run, problems)
+        curves = verified.curves_from(run.kept)
+        if curves:
+            verified.write_curves(verified.default_dir(self.entry_kb_root), self.entry.id, curves, sha, torch_version())
         print(f"{self.name}: {run.summary()} ({run.seconds:.1f}s)")
 
     def repr_failure(self, excinfo, style=None):
@@ -70,30 +74,18 @@ class SnippetSuite(pytest.File):
         assert not kb.problems, "\n".join(map(str, kb.problems))
         for entry in kb.entries.values():
             for device in snippets.DEVICES:
-                yield SnippetItem.from_parent(self, name=f"{entry.id}[{device}]", entry=entry, device=device)
+                yield SnippetItem.from_parent(self, name=f"{entry.id}[{device}]", entry=entry, device=device,
+                                              kb_root=kb.root)
 
 
-def write_results(outcomes: dict, path: str | None = None) -> None:
-    """Record which devices each snippet passed on, for the docs site (atomic write).
-
-    A run of a subset (`-k dead-relu`) updates its own entries and keeps the others' earlier
-    outcomes, as long as they were recorded with the same torch and Python.
-    """
-    import platform
+def torch_version() -> str:
     import torch
+    return str(torch.__version__)  # a str subclass that xdist cannot send
 
-    path = path or RESULTS_FILE
-    versions = {"torch": torch.__version__, "python": platform.python_version()}
-    results = {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            earlier = json.load(fh)
-        if all(earlier.get(k) == v for k, v in versions.items()) and isinstance(earlier.get("results"), dict):
-            results = {k: dict(v) for k, v in earlier["results"].items() if isinstance(v, dict)}
-    except (OSError, ValueError, AttributeError):
-        pass  # no earlier run, or not a results file: start afresh
-    for (entry_id, device), outcome in sorted(outcomes.items()):
-        results.setdefault(entry_id, {})[device] = outcome
-    results = dict(sorted(results.items()))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_atomic(path, json.dumps({**versions, "results": results}, indent=1))
+
+def device_name(device: str) -> str:
+    """The record's key: "cpu", or the CUDA device's own name (one record per kind of GPU)."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+    return torch.cuda.get_device_name(0)
