@@ -511,6 +511,10 @@ def search(index, query: str, limit: int = 10, area: str | None = None, tag: str
     if area is not None or tag is not None:
         tag = tag.lower() if tag else None
         head = index.header
+        known = {t for tags in head["tags"] for t in tags}
+        if tag is not None and tag not in known:  # a typo or a retired tag, like --area's invalid choice
+            from .util import did_you_mean
+            raise QueryError(f"unknown tag '{tag}'{did_you_mean(tag, known)}: the tags are listed in kb/tags.yaml")
         allowed = {i for i, (a, tags) in enumerate(zip(head["areas"], head["tags"]))
                    if (area is None or a == area) and (tag is None or tag in tags)}
     return rank(index, query, limit=limit, allowed=allowed, dense=dense)

@@ -12,6 +12,8 @@ import pytest
 
 from kbfactory import entry, make_kb, write_entry
 
+from kb_tools.load import load_kb
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -44,8 +46,13 @@ def test_search_limit_area_and_tag_filters(fixture_kb):
     assert {h["area"] for h in json.loads(r.stdout)} == {"numerics"}
     r = kb("--kb", fixture_kb, "search", "loss", "--json", "--limit", "1")
     assert len(json.loads(r.stdout)) == 1
+    tag = next(t for e in load_kb(fixture_kb, use_cache=False).entries.values() for t in e.tags)
+    r = kb("--kb", fixture_kb, "search", "loss", "--json", "--tag", tag.upper())
+    assert r.returncode == 0 and json.loads(r.stdout) and all(tag in load_kb(fixture_kb).entries[h["id"]].tags
+                                                               for h in json.loads(r.stdout))
     r = kb("--kb", fixture_kb, "search", "loss", "--json", "--tag", "no-such-tag")
-    assert r.returncode == 0 and json.loads(r.stdout) == []
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.startswith("kb: unknown tag 'no-such-tag'")
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("args, code, message", [
