@@ -1,0 +1,67 @@
+"""Would re-tuning the ranking's constants on the dev split pay? 5-fold cross-validation says.
+
+For every setting of a small grid (symptom-line bonus, BM25's b, the dense side's
+weight), each dev query's reciprocal rank is computed once; then, per fold, the
+setting best on the other four folds is scored on the held-out fold. If that
+held-out MRR is below what the current constants score on the same folds, a
+re-tune would be fitting the dev split's noise.
+
+    python bench/search_cv.py [tests/real_reports/dev.yaml]
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from kb_tools import search  # noqa: E402
+from kb_tools.load import load_kb  # noqa: E402
+
+GRID = {"LINE_BONUS": (3.0, 6.0, 10.0), "BM25_B": (0.3, 0.5, 0.75), "DENSE_WEIGHT": (0.4, 0.6, 0.8, 1.0)}
+FOLDS = 5
+
+
+def reciprocal_ranks(index, queries) -> list:
+    out = []
+    for q in queries:
+        ids = [h.id for h in search.rank(index, q["query"], 10)]
+        out.append(next((1 / n for n, eid in enumerate(ids, 1) if eid in q["expect"]), 0.0))
+    return out
+
+
+def main() -> int:
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "real_reports", "dev.yaml")
+    queries = search.load_queries(path)
+    index = search.build_index(load_kb(os.path.join(ROOT, "kb")))
+    current = tuple(getattr(search, name) for name in GRID)
+    settings = sorted(set(itertools.product(*GRID.values())) | {current})
+    rr = {}
+    for n, values in enumerate(settings, 1):
+        for name, value in zip(GRID, values):
+            setattr(search, name, value)
+        rr[values] = reciprocal_ranks(index, queries)
+        print(f"\r{n}/{len(settings)} settings", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    order = list(range(len(queries)))
+    random.Random(0).shuffle(order)
+    folds = [order[i::FOLDS] for i in range(FOLDS)]
+    tuned, kept = [], []
+    for held in folds:
+        rest = set(order) - set(held)
+        best = max(settings, key=lambda s: sum(rr[s][i] for i in rest))
+        tuned.append(sum(rr[best][i] for i in held) / len(held))
+        kept.append(sum(rr[current][i] for i in held) / len(held))
+        print(f"fold of {len(held)}: best on the rest {dict(zip(GRID, best))}")
+    print(f"held-out MRR, re-tuned per fold: {sum(tuned) / FOLDS:.3f}; current constants: {sum(kept) / FOLDS:.3f}")
+    best = max(settings, key=lambda s: sum(rr[s]))
+    print(f"best on the whole split (in-sample, optimistic): {dict(zip(GRID, best))} "
+          f"MRR {sum(rr[best]) / len(queries):.3f} vs current {sum(rr[current]) / len(queries):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
