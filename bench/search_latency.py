@@ -81,6 +81,10 @@ def generate_kb(src_kb: str, dest: str, count: int) -> str:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:
             yaml.safe_dump(data, fh, sort_keys=False)
+    import shutil
+    for name in ("synonyms.yaml", "tags.yaml"):  # the vocabulary the copied tags come from, and the synonyms
+        if os.path.exists(os.path.join(src_kb, name)):
+            shutil.copy(os.path.join(src_kb, name), os.path.join(kb_dir, name))
     os.makedirs(os.path.join(dest, "evidence"), exist_ok=True)
     return kb_dir
 
