@@ -61,15 +61,20 @@ def _check_run(path: str, where: str, run, outcome: bool) -> None:
             raise VerifiedError(f"{path}: {where}.{field}: expected a non-empty string")
 
 
+def _read_json(path: str, what: str):
+    """The decoded JSON at `path`; unreadable or malformed is one VerifiedError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise VerifiedError(f"{path}: cannot read {what}: {exc}") from None
+
+
 def load_results(path: str | None) -> dict | None:
     """{id: {device: run}} from results.json, or None when there is no such file."""
     if not path or not os.path.exists(path):
         return None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise VerifiedError(f"{path}: cannot read the verified runs: {exc}") from None
+    data = _read_json(path, "the verified runs")
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("entries"), dict):
         raise VerifiedError(f"{path}: not a verified-runs file (expected {{\"format\": {FORMAT}, \"entries\": {{...}}}})")
     for entry_id, devices in data["entries"].items():
@@ -213,11 +218,7 @@ def load_curves(directory: str | None, entry_id: str) -> dict | None:
     path = os.path.join(directory, CURVES_DIR, f"{entry_id}.json")
     if not os.path.exists(path):
         return None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise VerifiedError(f"{path}: cannot read the loss curves: {exc}") from None
+    data = _read_json(path, "the loss curves")
     if not isinstance(data, dict):
         raise VerifiedError(f"{path}: expected an object with \"bug\" and \"fix\"")
     for name in ("bug", "fix"):
