@@ -298,6 +298,7 @@ class _Context:
             more = f" (and {len(kb.problems) - 1} more)" if len(kb.problems) > 1 else ""
             raise SiteError(f"the KB is invalid: {kb.problems[0]}{more}; run `kb check`")
         self.kb, self.results = kb, results
+        self._shas = {}  # entry id -> sha256 of its snippet as it runs
         self.sources = {}
         for sid, s in sorted(kb.sources.items()):
             self.sources[sid] = {"source": s, "lines": _source_lines(kb, s), "quotes": []}
@@ -371,21 +372,28 @@ class _Context:
 
     def snippet_status(self, entry) -> dict:
         """What the page says about the snippet's last recorded runs (kb_tools/verified.py)."""
-        from . import snippets, verified
+        from . import verified
         runs = self.results["runs"] if self.results else None
-        return verified.status(entry.id, verified.snippet_sha256(snippets.script_text(entry)), runs)
+        return verified.status(entry.id, self.snippet_sha(entry), runs)
+
+    def snippet_sha(self, entry) -> str:
+        """The sha256 of the snippet text as it runs, once per entry: runs and curves are both keyed by it."""
+        if entry.id not in self._shas:
+            from . import snippets, verified
+            self._shas[entry.id] = verified.snippet_sha256(snippets.script_text(entry))
+        return self._shas[entry.id]
 
     def loss_curves(self, entry):
         """The inline SVG of the bug's and the fix's losses, when the last passing run of this
         very snippet text recorded them; else empty."""
-        from . import snippets, verified
+        from . import verified
         if not self.results:
             return ""
         try:
             curves = verified.load_curves(self.results["dir"], entry.id)
         except verified.VerifiedError as exc:
             raise SiteError(str(exc)) from None
-        if not curves or curves.get("snippet_sha256") != verified.snippet_sha256(snippets.script_text(entry)):
+        if not curves or curves.get("snippet_sha256") != self.snippet_sha(entry):
             return ""
         return _markup(verified.svg(curves, entry.id))
 

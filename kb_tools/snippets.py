@@ -16,9 +16,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from .util import PROSE_FIELDS
+
 DEVICES = ("cpu", "cuda")
 FIGURE_LINE = re.compile(r"^figure ([a-z][a-z0-9_]*): (.+?)\s*$")
-PROSE_FIELDS = ("title", "symptoms", "cause", "fix", "check", "caveats", "correction", "snippet_note")
+# Where a restated figure may appear: the prose fields, and the title and symptoms too.
+FIGURE_TEXT_FIELDS = ("title", "symptoms", *PROSE_FIELDS)
 DEFAULT_TIMEOUT = 60
 TORCHRUN_PROCS = 2
 
@@ -158,7 +161,7 @@ def printed_figures(stdout: str) -> dict:
 def prose(entry) -> str:
     """The entry's text a reader sees, where a restated figure must appear."""
     parts = []
-    for name in PROSE_FIELDS:
+    for name in FIGURE_TEXT_FIELDS:
         value = getattr(entry, name) or ""
         parts.extend(value if isinstance(value, list) else [value])
     return "\n".join(parts)
