@@ -75,8 +75,10 @@ def generate_kb(src_kb: str, dest: str, count: int) -> str:
         eid = e.id if n < len(shipped) else f"{e.id}-v{n}"
         data = {k: v for k, v in e.to_dict().items()
                 if k not in ("path", "lines", "snippet_line") and v is not None and v != {}}
+        # each copy's cause gets random words, so its postings differ; its title and symptom lines (what the
+        # dense side embeds) stay the shipped ones, whose vectors the MiniLM build then embeds once, not 50 times
         data.update(id=eid, aliases=[], see_also=[], evidence=[],
-                    symptoms=[s + " " + " ".join(rng.sample(words, 3)) for s in e.symptoms])
+                    cause=e.cause + " " + " ".join(rng.sample(words, 6)))
         path = os.path.join(kb_dir, "entries", e.area, f"{eid}.yaml")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:

@@ -221,7 +221,7 @@ def load_kb(kb_root: str | None = None, use_cache: bool = True) -> KB:
     return kb
 
 
-def cached_table(kb_root: str | None, name: str, version: int, build) -> cache.Table:
+def cached_table(kb_root: str | None, name: str, version: int, build, stale=None) -> cache.Table:
     """`Table(*build(kb))` for the KB at `kb_root`, cached until any KB file changes.
 
     For data derived from the whole KB (the search index) that a command needs
@@ -229,7 +229,8 @@ def cached_table(kb_root: str | None, name: str, version: int, build) -> cache.T
     returns (header, records), both plain and marshal-able.
     The file is seal(magic, key length, key, header length, header, record
     blobs); the key (the files' signature) is compared as bytes, never decoded,
-    and the checksum is checked before anything is decoded.
+    and the checksum is checked before anything is decoded. `stale(header)`, when
+    given, may reject a sound cached table that no longer fits the process.
     """
     import marshal
     root = find_kb_root(kb_root)
@@ -238,7 +239,7 @@ def cached_table(kb_root: str | None, name: str, version: int, build) -> cache.T
     key = marshal.dumps((version, kb_signature(root)))
     path = cache.path_for(root, name)
     table = cache.open_table(path, key)
-    if table is None:
+    if table is None or (stale is not None and stale(table.header)):
         header, records = build(load_kb(root))
         cache.write_table(path, key, header, records)
         table = cache.Table(header, records)

@@ -22,7 +22,7 @@ from .util import UsageError
 
 MAX_QUERY_CHARS = 10_000
 MAX_CORRECTED_WORD = 48    # longer words are not typos: their one-edit variants alone would cost seconds
-INDEX_VERSION = 8
+INDEX_VERSION = 9
 
 # How much a term in each field counts: symptoms are what users type.
 FIELD_WEIGHTS = {
@@ -37,9 +37,10 @@ TRIAGE_PRIOR = 1.3         # and lifts the triage entries by this factor
 LOW_CONFIDENCE = 35.0      # score under which a hit is marked as a guess
 RRF_K = 5                  # reciprocal-rank fusion: 1 / (RRF_K + rank) from each side
 DENSE_WEIGHT = 0.6         # the dense side's share of the fused score (tuned on the real-report dev split)
-# Confidence of a dense match: DENSE_CONFIDENCE * (cosine - DENSE_FLOOR). On the real-report dev split the
-# cosine separates right from wrong top hits far less than the lexical confidence does (medians 0.74 vs
-# 0.70), so a dense match alone reaches the low-confidence line only when it is very close.
+# Confidence of a dense match: DENSE_CONFIDENCE * (cosine - DENSE_FLOOR), so a dense match alone clears
+# LOW_CONFIDENCE from cosine 0.80 up. With the whole MiniLM model, the top dense hit of the real-report dev
+# split and tests/queries.yaml is right 97% of the time from 0.80 up (30 of 248 queries), 80% from 0.70,
+# 69% from 0.45; unrelated text ("how do I bake bread") scores under 0.45.
 DENSE_CONFIDENCE = 100.0
 DENSE_FLOOR = 0.45
 DENSE_NUMPY_ROWS = 4000    # from this many entry lines on, numpy's import costs less than a Python loop
@@ -147,7 +148,7 @@ def terms(text: str, phrases: dict, longest: int) -> list:
 
 # ---------------------------------------------------------------- index
 
-def index_parts(kb) -> tuple:
+def index_parts(kb, embedder=None) -> tuple:
     """The index as (header, records): plain, marshal-able data.
 
     The header holds what every query needs (ids, IDF, phrase table, lengths,
@@ -184,8 +185,10 @@ def index_parts(kb) -> tuple:
     header = {"ids": ids, "areas": areas, "tags": tags, "lengths": lengths, "idf": idf,
               "phrases": phrases, "longest": longest, "problems": [str(p) for p in kb.problems],
               "avg_length": (sum(lengths) / len(lengths)) if lengths else 1.0, "dense": None}
+    if embedder is not None:  # queries against this index are embedded by the same object, found by name
+        _EMBEDDERS.setdefault(embedder.name, embedder)
     if not kb.problems:  # validate first, index second: vectors only for a KB whose fields are sound
-        header["dense"] = _dense_parts(kb, records)
+        header["dense"] = _dense_parts(kb, records, embedder or _embedder())
     return header, records
 
 
@@ -194,8 +197,9 @@ def dense_texts(entry) -> list:
     return [entry.title, *entry.symptoms]
 
 
-def _dense_parts(kb, records: dict):
-    """Embed every entry's dense texts into records[("v", 0)]; the header part says how to read them.
+def _dense_parts(kb, records: dict, embedder):
+    """Embed every entry's dense texts into records[("v", 0)]; the header part says how to read them
+    and which embedder made them (a query must be embedded by the same one).
 
     None when numpy or the embedder is unavailable: the index is then lexical
     only, and a later search rebuilds it once they are there (see `load_index`).
@@ -204,7 +208,6 @@ def _dense_parts(kb, records: dict):
         import numpy as np
     except ImportError:
         return None
-    embedder = _embedder()
     if embedder is None:
         return None
     owners, texts = [], []
@@ -212,54 +215,104 @@ def _dense_parts(kb, records: dict):
         for text in dense_texts(e):
             owners.append(idx)
             texts.append(text)
-    matrix = embedder.encode(texts)
+    matrix = _embed_reusing(embedder, texts)
     scales = np.abs(matrix).max(axis=1) / 127.0  # int8 rows, as the token table: a quarter of float32's bytes
     scales[scales == 0] = 1.0
     records[("v", 0)] = np.round(matrix / scales[:, None]).astype(np.int8).tobytes()
     starts = [n for n, idx in enumerate(owners) if n == 0 or owners[n - 1] != idx]  # an entry's rows are contiguous
-    return {"dim": embedder.dim, "rows": len(owners), "owners": owners, "starts": starts,
-            "scales": scales.tolist()}
+    return {"model": embedder.name, "dim": embedder.dim, "rows": len(owners), "owners": owners,
+            "starts": starts, "scales": scales.tolist()}
 
 
-def build_index(kb):
-    """The search index of an already loaded KB, in memory (for tests and evaluation)."""
+VECTOR_CACHE_LINES = 200_000   # texts kept in the per-embedder vector cache (about 300 MB for MiniLM)
+
+
+def _embed_reusing(embedder, texts: list):
+    """`embedder.encode(texts)`, re-using the vectors of texts an earlier build embedded.
+
+    The whole MiniLM model costs 15 to 50 ms a line on two cores, so the first build
+    of the shipped KB takes seconds to a minute; after that an edit re-embeds only
+    the lines it changed. Vectors are cached per embedder, keyed by the exact text.
+    """
+    import os
+    import sys
+
+    import numpy as np
+
+    from . import cache
+    path = os.path.join(cache.cache_dir(), f"{embedder.name}.vectors.marshal")
+    known = (cache.read_value(path, (embedder.name, embedder.dim)) or {}) if cache.enabled() else {}
+    missing = [t for t in dict.fromkeys(texts) if t not in known]
+    if missing:
+        if len(missing) >= 100 and getattr(embedder, "slow", False):
+            print(f"kb: embedding {len(missing)} entry lines with {embedder.name} for the search index "
+                  "(once: later builds re-use them)...", file=sys.stderr, flush=True)
+        known.update((t, v.tobytes()) for t, v in zip(missing, embedder.encode(missing)))
+        if cache.enabled():
+            keep = dict(list(known.items())[-VECTOR_CACHE_LINES:])
+            keep.update((t, known[t]) for t in texts)
+            cache.write_value(path, (embedder.name, embedder.dim), keep)
+    return np.array([np.frombuffer(known[t], dtype=np.float32) for t in texts],
+                    dtype=np.float32).reshape(len(texts), embedder.dim)
+
+
+def build_index(kb, embedder=None):
+    """The search index of an already loaded KB, in memory (for tests and evaluation); its entry
+    vectors come from `embedder`, by default the one `kb search` would use."""
     from .cache import Table
-    return Table(*index_parts(kb))
+    return Table(*index_parts(kb, embedder))
 
 
 def load_index(kb_root: str | None = None, dense: bool = True):
     """The search index of the KB at `kb_root`, from cache unless a KB file changed.
 
-    An index built without entry vectors (numpy was missing) is rebuilt once a
-    dense search finds numpy installed; the lexical path never checks.
+    An index whose entry vectors came from another embedder than the one this
+    process would query with (numpy was missing, or the model package was
+    installed or removed since) is rebuilt once by a dense search; the lexical
+    path never checks.
     """
     from .load import cached_table
-    index = cached_table(kb_root, "search-index", INDEX_VERSION, index_parts)
-    if dense and index.header.get("dense") is None and not index.header["problems"]:
+    if not dense:
+        return cached_table(kb_root, "search-index", INDEX_VERSION, index_parts)
+
+    def stale(header) -> bool:
+        embedder = _embedder()
+        made_by = (header.get("dense") or {}).get("model")
+        return (not header["problems"] and embedder is not None and made_by != embedder.name
+                and embedder.can_build())
+    return cached_table(kb_root, "search-index", INDEX_VERSION, index_parts, stale=stale)
+
+
+_EMBEDDERS = {}  # embedder name (None: the preferred one) -> embedder or None, loaded once per process
+
+
+def _embedder(name: str | None = None):
+    """The sentence embedder called `name`, or by default the one an index is built with: the whole
+    MiniLM model when its package is installed, else the packaged static token vectors; None when
+    neither loads (the ranking is then lexical). A query is embedded by whichever made the index."""
+    if name not in _EMBEDDERS:
         from . import embed
-        if embed.available() and _embedder():
-            index = cached_table(kb_root, "search-index", (INDEX_VERSION, "dense"), index_parts)
-    return index
-
-
-_EMBEDDER = []  # [embedder or None], loaded once per process
-
-
-def _embedder():
-    """The packaged static embedder, or None when its files are missing or unreadable."""
-    if not _EMBEDDER:
-        from . import embed
-        _EMBEDDER.append(embed.load())
-    return _EMBEDDER[0]
+        preferred = _EMBEDDERS.get(None)
+        if name is None:
+            _EMBEDDERS[None] = embed.load_model() or embed.load()
+        elif preferred is not None and preferred.name == name:
+            _EMBEDDERS[name] = preferred
+        else:
+            loaders = {embed.MiniLMEncoder.name: embed.load_model, embed.StaticEmbedder.name: embed.load}
+            _EMBEDDERS[name] = loaders[name]() if name in loaders else None
+    return _EMBEDDERS[name]
 
 
 def dense_unavailable(index) -> str | None:
     """Why the dense side cannot rank with this index (None when it can)."""
     if _embedder() is None:
         return "the packaged token vectors are missing or unreadable"
-    if index.header.get("dense") is None:
+    dense = index.header.get("dense")
+    if dense is None:
         from importlib.util import find_spec
         return "numpy is not installed" if find_spec("numpy") is None else "the index holds no entry vectors"
+    if _embedder(dense.get("model")) is None:
+        return f"the index's entry vectors come from {dense.get('model')}, which cannot be loaded"
     return None
 
 
@@ -417,10 +470,10 @@ def lexical_scores(index, q: dict, allowed: set | None = None) -> tuple:
     return out, shown
 
 
-def _has_known_word(query: str) -> bool:
+def _has_known_word(query: str, embedder) -> bool:
     """Whether the query holds a word the embedding model knows whole (not a stop word, not shards of one)."""
     from .embed import basic_words
-    vocab = _embedder().vocab
+    vocab = embedder.vocab
     return any(len(w) > 2 and w in vocab and _stem(w) not in STOP_STEMS for w in basic_words(query))
 
 
@@ -430,8 +483,9 @@ def dense_scores(index, query: str, allowed: set | None = None) -> dict:
     Pure Python for a KB of the shipped size; numpy only where the matrix is so
     large that its import costs less than the loop (DENSE_NUMPY_ROWS).
     """
-    embedder, dense = _embedder(), index.header.get("dense")
-    if embedder is None or not dense or not dense["rows"] or dense["dim"] != embedder.dim:
+    dense = index.header.get("dense")
+    embedder = _embedder(dense.get("model")) if dense else None
+    if embedder is None or not dense["rows"] or dense["dim"] != embedder.dim:
         return {}
     qv = embedder.encode_query(query)
     if not qv:
@@ -479,7 +533,8 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: 
     q = query_terms(query, index)
     lexical, shown = lexical_scores(index, q, allowed)
     near = dense_scores(index, query, allowed) if dense else {}
-    if not any(t in head["idf"] for t in q) and not (near and _has_known_word(query)):
+    if not any(t in head["idf"] for t in q) and not (
+            near and _has_known_word(query, _embedder(head["dense"]["model"]))):
         return []
     fused = _fuse(lexical, near) if near else {i: v[0] for i, v in lexical.items()}
     ids = head["ids"]

@@ -43,10 +43,11 @@ CONSTANTS = ("BM25_K1", "BM25_B", "LINE_BONUS", "CANDIDATES", "VAGUE_IDF", "TRIA
              "RRF_K", "DENSE_WEIGHT", "DENSE_CONFIDENCE", "DENSE_FLOOR", "MAX_QUERY_CHARS", "MAX_CORRECTED_WORD")
 
 
-def index_data(kb, table: dict | None) -> dict:
+def index_data(kb, table: dict | None, data_dir: str = embed.DATA_DIR) -> dict:
     """The JSON-ready search index of `kb`, from `search.index_parts` (one source of truth);
     `table` is the token table the browser will read (see `_token_files`), None for words only."""
-    header, records = search.index_parts(kb)
+    # the browser embeds a query with the static token vectors, so the entries' vectors must come from them too
+    header, records = search.index_parts(kb, embedder=embed.load(data_dir) if table else None)
     terms = list(header["idf"])  # a list, not an object: JS would reorder integer-like keys ("10")
     postings = [[x for idx, tf in records[("p", t)] for x in (idx, tf)] for t in terms]
     n = len(header["ids"])
@@ -94,7 +95,7 @@ def _token_files(data_dir: str) -> dict | None:
 def files(kb, templates: str, data_dir: str = embed.DATA_DIR) -> dict:
     """Every file the site's search needs: path under the docs folder -> str or bytes."""
     table = _token_files(data_dir)
-    data = index_data(kb, table)
+    data = index_data(kb, table, data_dir)
     out = {INDEX_FILE: json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
     for name in (SCRIPT, STYLE):
         with open(os.path.join(templates, name), encoding="utf-8") as fh:
