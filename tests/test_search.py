@@ -123,7 +123,9 @@ def test_real_report_dev_split_stays_above_its_floor():
     report = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")))
     lexical = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")),
                        lambda q, k: [h.id for h in search(INDEX, q, k, dense=False)])
-    # Floors at what the 100-entry KB reaches (hit@3 0.848, MRR 0.775): the 40 entries added after
-    # the dev labels were judged (against 60 entries) are new candidates for every report.
-    assert report["hit@3"] >= 0.82 and report["mrr"] >= 0.77, report["misses"][:5]
+    # Floors below what the KB reaches: the entries added after the dev labels were judged (against
+    # 60 entries) are new candidates for every report. 100 entries: hit@3 0.85, MRR 0.773; 103
+    # (double-sigmoid, head-size-mismatch, multiclass-with-binary-loss): hit@3 0.85, MRR 0.766, two
+    # reports now ranking a new entry first and their labelled entry second.
+    assert report["hit@3"] >= 0.82 and report["mrr"] >= 0.76, report["misses"][:5]
     assert report["mrr"] > lexical["mrr"]
