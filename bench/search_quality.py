@@ -1,9 +1,12 @@
 """Search quality on labelled queries: this project's rankings against baselines, with 95% intervals.
 
 All rankers see the same entries and the same queries in one run:
-- `hybrid`: `kb search` (lexical fused with the static sentence embeddings);
+- `hybrid`: `kb search` (lexical fused with the sentence embeddings: the whole MiniLM model when its
+  package is installed, else the static token vectors);
 - `lexical`: `kb search --lexical` (synonym concepts, field-weighted BM25, symptom-line bonus);
 - `dense`: the embeddings alone (each entry scored by its best title or symptom line);
+- with the model package installed, the same two with the static token vectors, which is what the
+  docs site's script ranks with;
 - `BM25`: rank_bm25's BM25Okapi over each entry's title, aliases, tags, symptoms, cause and fix
   (a benchmark-only dependency: `pip install rank-bm25`);
 - `rapidfuzz`: the first ranking (best weighted WRatio over fields), kept as search.rank_fuzzy.
@@ -24,6 +27,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from kb_tools import embed  # noqa: E402
 from kb_tools.load import load_kb  # noqa: E402
 from kb_tools.search import build_index, dense_scores, evaluate, load_queries, rank, rank_fuzzy  # noqa: E402
 
@@ -58,14 +62,19 @@ def dense_ranker(index):
     return ranker
 
 
-def rankers(kb, index) -> dict:
-    return {
+def rankers(kb, index, static_index) -> dict:
+    out = {
         "hybrid": lambda q, k: [h.id for h in rank(index, q, k)],
         "lexical": lambda q, k: [h.id for h in rank(index, q, k, dense=False)],
         "dense": dense_ranker(index),
         "BM25": bm25_ranker(kb),
         "rapidfuzz": lambda q, k: [h.id for h in rank_fuzzy(kb.entries.values(), q, k)],
     }
+    if static_index is not None and static_index.header["dense"]["model"] != index.header["dense"]["model"]:
+        # what the docs site ranks with: its script embeds a query with the static token vectors
+        out["hybrid, static vectors (site)"] = lambda q, k: [h.id for h in rank(static_index, q, k)]
+        out["dense, static vectors"] = dense_ranker(static_index)
+    return out
 
 
 def reciprocal_ranks(queries, ranker, depth=10) -> list:
@@ -99,8 +108,10 @@ def main() -> int:
 
     kb = load_kb(use_cache=False)
     index = build_index(kb)
+    static = embed.load()
+    static_index = build_index(kb, static) if static is not None and index.header.get("dense") else None
     queries = [q for path in args.queries for q in load_queries(path)]
-    table = rankers(kb, index)
+    table = rankers(kb, index, static_index)
     if args.only:
         table = {k: v for k, v in table.items() if k in args.only.split(",")}
     print(f"{len(queries)} queries over {len(kb.entries)} entries ({', '.join(map(os.path.basename, args.queries))})\n")

@@ -17,6 +17,7 @@ The ranking (`rank`) has three parts:
 from __future__ import annotations
 
 import math
+import sys
 
 from .util import UsageError
 
@@ -480,8 +481,9 @@ def _has_known_word(query: str, embedder) -> bool:
 def dense_scores(index, query: str, allowed: set | None = None) -> dict:
     """{entry: (best cosine, its line)}: the query against each entry's title and symptom lines.
 
-    Pure Python for a KB of the shipped size; numpy only where the matrix is so
-    large that its import costs less than the loop (DENSE_NUMPY_ROWS).
+    Pure Python for a KB of the shipped size; numpy where the matrix is so
+    large that its import costs less than the loop (DENSE_NUMPY_ROWS), or where
+    the query's embedder has imported it anyway.
     """
     dense = index.header.get("dense")
     embedder = _embedder(dense.get("model")) if dense else None
@@ -492,7 +494,7 @@ def dense_scores(index, query: str, allowed: set | None = None) -> dict:
         return {}
     dim, n_rows, blob = dense["dim"], dense["rows"], index.get(("v", 0))
     scales = dense["scales"]
-    if n_rows >= DENSE_NUMPY_ROWS:
+    if n_rows >= DENSE_NUMPY_ROWS or "numpy" in sys.modules:  # the whole model has imported it already
         import numpy as np
         matrix = np.frombuffer(blob, dtype=np.int8).reshape(n_rows, dim)
         sims = ((matrix @ np.asarray(qv, dtype=np.float32)) * np.asarray(scales, dtype=np.float32)).tolist()

@@ -123,9 +123,9 @@ def test_real_report_dev_split_stays_above_its_floor():
     report = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")))
     lexical = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")),
                        lambda q, k: [h.id for h in search(INDEX, q, k, dense=False)])
-    # Floors at what the 100-entry KB reaches with the static vectors (hit@3 0.850, MRR 0.773): the 40
-    # entries added after the dev labels were judged (against 60 entries) are new candidates for every report.
-    assert report["hit@3"] >= 0.82 and report["mrr"] >= 0.77, report["misses"][:5]
+    # Floors under what the 107-entry KB reaches with the static vectors (hit@3 0.849, MRR 0.769): entries
+    # added after a report was labelled are new candidates for it (see real_reports/RELABEL.md).
+    assert report["hit@3"] >= 0.82 and report["mrr"] >= 0.75, report["misses"][:5]
     assert report["mrr"] > lexical["mrr"]
 
 
@@ -140,6 +140,6 @@ def test_real_report_dev_split_with_the_whole_model_beats_the_static_vectors():
     queries = load_queries(os.path.join(REAL, "dev.yaml"))
     with_model = evaluate(build_index(KB, model), queries)
     static = evaluate(INDEX, queries)
-    # measured: hit@3 0.879 and MRR 0.792 with the model, against 0.850 and 0.773 with the static vectors
-    assert with_model["hit@3"] >= 0.85 and with_model["mrr"] >= 0.78, with_model["misses"][:5]
+    # measured on 107 entries: hit@3 0.884 and MRR 0.786 with the model, 0.849 and 0.769 with the static vectors
+    assert with_model["hit@3"] >= 0.86 and with_model["mrr"] >= 0.77, with_model["misses"][:5]
     assert with_model["mrr"] > static["mrr"]
