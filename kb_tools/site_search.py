@@ -1,4 +1,7 @@
-"""The docs site's search: the index `kb search` ranks with, exported as static files.
+"""The docs site's search: `kb search`'s index with the static token vectors, exported as static files.
+
+The browser embeds a query with the static vectors (kb_tools/embeddings), never the
+whole MiniLM model (90 MB of weights), so the exported entry vectors come from them too.
 
 `files(kb)` returns what `kb build` adds under the site's `search/` folder:
 
