@@ -174,12 +174,14 @@ def test_oversized_page_is_refused(server, kb_dir, path):
     assert list((kb_dir.parent / "evidence").iterdir()) == []
 
 
-@pytest.mark.parametrize("path, message", [("/slow", "longer than 1s"), ("/silent", "no answer within 1s")])
+# 3 s, not 1 s: on a loaded machine the server thread was once not scheduled within 1 s, so /slow
+# read as /silent; the point is that neither hangs
+@pytest.mark.parametrize("path, message", [("/slow", "longer than 3s"), ("/silent", "no answer within 3s")])
 def test_slow_server_hits_the_timeout(server, kb_dir, path, message):
     start = time.monotonic()
     with pytest.raises(EvidenceError, match=message):
-        add_evidence(server + path, "slow", str(kb_dir.parent / "evidence"), timeout=1.0)
-    assert time.monotonic() - start < 4.0
+        add_evidence(server + path, "slow", str(kb_dir.parent / "evidence"), timeout=3.0)
+    assert time.monotonic() - start < 9.0
 
 
 def test_http_error_and_unsafe_redirect(server, kb_dir):
