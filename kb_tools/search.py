@@ -23,7 +23,7 @@ from .util import UsageError
 
 MAX_QUERY_CHARS = 10_000
 MAX_CORRECTED_WORD = 48    # longer words are not typos: their one-edit variants alone would cost seconds
-INDEX_VERSION = 9
+INDEX_VERSION = 10
 
 # How much a term in each field counts: symptoms are what users type.
 FIELD_WEIGHTS = {
@@ -221,8 +221,8 @@ def _dense_parts(kb, records: dict, embedder):
     scales[scales == 0] = 1.0
     records[("v", 0)] = np.round(matrix / scales[:, None]).astype(np.int8).tobytes()
     starts = [n for n, idx in enumerate(owners) if n == 0 or owners[n - 1] != idx]  # an entry's rows are contiguous
-    return {"model": embedder.name, "dim": embedder.dim, "rows": len(owners), "owners": owners,
-            "starts": starts, "scales": scales.tolist()}
+    return {"model": embedder.name, "fingerprint": embedder.fingerprint, "dim": embedder.dim,
+            "rows": len(owners), "owners": owners, "starts": starts, "scales": scales.tolist()}
 
 
 VECTOR_CACHE_LINES = 200_000   # texts kept in the per-embedder vector cache (about 300 MB for MiniLM)
@@ -242,7 +242,8 @@ def _embed_reusing(embedder, texts: list):
 
     from . import cache
     path = os.path.join(cache.cache_dir(), f"{embedder.name}.vectors.marshal")
-    known = (cache.read_value(path, (embedder.name, embedder.dim)) or {}) if cache.enabled() else {}
+    key = (embedder.name, embedder.dim, embedder.fingerprint)
+    known = (cache.read_value(path, key) or {}) if cache.enabled() else {}
     missing = [t for t in dict.fromkeys(texts) if t not in known]
     if missing:
         if len(missing) >= 100 and getattr(embedder, "slow", False):
@@ -252,7 +253,7 @@ def _embed_reusing(embedder, texts: list):
         if cache.enabled():
             keep = dict(list(known.items())[-VECTOR_CACHE_LINES:])
             keep.update((t, known[t]) for t in texts)
-            cache.write_value(path, (embedder.name, embedder.dim), keep)
+            cache.write_value(path, key, keep)
     return np.array([np.frombuffer(known[t], dtype=np.float32) for t in texts],
                     dtype=np.float32).reshape(len(texts), embedder.dim)
 
@@ -278,9 +279,10 @@ def load_index(kb_root: str | None = None, dense: bool = True):
 
     def stale(header) -> bool:
         embedder = _embedder()
-        made_by = (header.get("dense") or {}).get("model")
-        return (not header["problems"] and embedder is not None and made_by != embedder.name
-                and embedder.can_build())
+        dense = header.get("dense") or {}
+        made_by = (dense.get("model"), dense.get("fingerprint"))
+        return (not header["problems"] and embedder is not None
+                and made_by != (embedder.name, embedder.fingerprint) and embedder.can_build())
     return cached_table(kb_root, "search-index", INDEX_VERSION, index_parts, stale=stale)
 
 
@@ -288,15 +290,16 @@ _EMBEDDERS = {}  # embedder name (None: the preferred one) -> embedder or None, 
 
 
 def _embedder(name: str | None = None):
-    """The sentence embedder called `name`, or by default the one an index is built with: the whole
-    MiniLM model when its package is installed, else the packaged static token vectors; None when
-    neither loads (the ranking is then lexical). A query is embedded by whichever made the index."""
+    """The sentence embedder called `name`, or by default the one an index is built with: the
+    packaged static token vectors, or the whole MiniLM model where $KB_MODEL_DIR names its files;
+    None when neither loads (the ranking is then lexical). A query is embedded by whichever
+    made the index."""
     if name not in _EMBEDDERS:
         from . import embed
         preferred = _EMBEDDERS.get(None)
         if name is None:
-            model = embed.load_model()
-            if model is None and embed.model_dir():  # installed or named, yet unreadable: say so, once
+            model = embed.load_model() if embed.model_dir() else None
+            if model is None and embed.model_dir():  # named, yet unreadable: say so, once
                 print(f"kb: the MiniLM model files in {embed.model_dir()} are missing or damaged; "
                       "searching with the static token vectors", file=sys.stderr)
             _EMBEDDERS[None] = model or embed.load()
@@ -491,7 +494,8 @@ def dense_scores(index, query: str, allowed: set | None = None) -> dict:
     """
     dense = index.header.get("dense")
     embedder = _embedder(dense.get("model")) if dense else None
-    if embedder is None or not dense["rows"] or dense["dim"] != embedder.dim:
+    if (embedder is None or not dense["rows"] or dense["dim"] != embedder.dim
+            or dense.get("fingerprint") != embedder.fingerprint):  # vectors of other files: not comparable
         return {}
     qv = embedder.encode_query(query)
     if not qv:

@@ -2,14 +2,8 @@
 in the KB's kb/verified/results.json (see kb_tools/verified.py)."""
 from __future__ import annotations
 
-import os
 import re
 import time
-
-# The whole MiniLM model costs seconds per index build, and most tests build indexes of KB copies in fresh
-# cache folders: they use the static token vectors (the model's fallback) unless a test asks for the model,
-# as tests/test_embed.py and the real-report floor in tests/test_search.py do. Subprocesses inherit this.
-os.environ.setdefault("KB_MODEL_DIR", "")
 
 _RUNS = {}
 _ITEM_NAME = re.compile(r"::([a-z0-9-]+)\[(cpu|cuda)\]$")

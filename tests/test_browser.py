@@ -48,7 +48,7 @@ SHIPPED_KB = os.path.join(REPO, "kb")
 QUERY_FILES = [p for p in (os.path.join(HERE, "queries.yaml"), os.path.join(HERE, "queries_holdout.yaml"),
                            os.path.join(HERE, "real_reports", "dev.yaml")) if os.path.exists(p)]
 HIT_RATE_MARGIN = 0.03   # the site's top-3 hit rate may differ from the CLI's by at most this
-MODEL_LEAD_MARGIN = 0.05  # and may trail `kb search` with the whole MiniLM model by at most this
+MODEL_LEAD_MARGIN = 0.03  # and may trail `kb search` with the whole MiniLM model by at most this
 TYPED_TAIL = 4           # a longer query is pasted up to its last TYPED_TAIL characters, then typed
 BOX, RESULTS = "#kb-search-input", "#kb-search-results"
 
@@ -262,8 +262,8 @@ def test_alias_redirect_lands_on_entry(driver, served):
 
 @functools.lru_cache(maxsize=2)
 def _index(kb):
-    """`kb search`'s index of a served KB with the static token vectors, which the site's script
-    embeds queries with (the whole MiniLM model is not run in the browser)."""
+    """`kb search`'s index of a served KB: the static token vectors, which the site's script
+    embeds queries with too."""
     from kb_tools import embed
     return search.build_index(kb, embed.load())
 
@@ -338,12 +338,12 @@ def test_site_search_ranks_like_kb_search(driver, served, query_file):
     assert abs(site_hits - cli_hits) / n <= HIT_RATE_MARGIN
     from kb_tools import embed
     model = embed.load_model(embed.installed_model_dir() or "")
-    if model is not None:  # `kb search` with the model package installed ranks better than the site
+    if model is not None:  # `KB_MODEL_DIR` runs the whole model in `kb search`; the site cannot
         model_index = search.build_index(kb, model)
         model_hits = sum(any(h.id in q["expect"] for h in search.rank(model_index, " ".join(q["query"].split()), 3))
                          for q in queries)
         print(f"kb search with the MiniLM model: top-3 hit rate {model_hits / n:.3f}")
-        # measured on the dev split: 0.884 with the model, 0.849 on the site
+        # measured on the dev split: 0.884 with the model, 0.884 on the site (tuned static vectors)
         assert (model_hits - site_hits) / n <= MODEL_LEAD_MARGIN
     assert differ == [], f"{len(differ)} queries rank differently on the site, e.g. {differ[:3]}"
 
