@@ -343,7 +343,7 @@ def test_site_search_ranks_like_kb_search(driver, served, query_file):
         model_hits = sum(any(h.id in q["expect"] for h in search.rank(model_index, " ".join(q["query"].split()), 3))
                          for q in queries)
         print(f"kb search with the MiniLM model: top-3 hit rate {model_hits / n:.3f}")
-        # measured on the dev split: 0.884 with the model, 0.884 on the site (tuned static vectors)
+        # measured on the dev split: 0.884 with the model, 0.863 on the site (the tuned static vectors)
         assert (model_hits - site_hits) / n <= MODEL_LEAD_MARGIN
     assert differ == [], f"{len(differ)} queries rank differently on the site, e.g. {differ[:3]}"
 

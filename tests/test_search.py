@@ -123,9 +123,10 @@ def test_real_report_dev_split_stays_above_its_floor():
     report = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")))
     lexical = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")),
                        lambda q, k: [h.id for h in search(INDEX, q, k, dense=False)])
-    # Floors under what the 107-entry KB reaches with the static vectors (hit@3 0.849, MRR 0.769): entries
-    # added after a report was labelled are new candidates for it (see real_reports/RELABEL.md).
-    assert report["hit@3"] >= 0.82 and report["mrr"] >= 0.75, report["misses"][:5]
+    # Floors under what the 107-entry KB reaches with the tuned static vectors (hit@3 0.863, MRR 0.784; the
+    # distilled ones before tuning gave 0.849 and 0.769): entries added after a report was labelled are new
+    # candidates for it (see real_reports/RELABEL.md).
+    assert report["hit@3"] >= 0.84 and report["mrr"] >= 0.77, report["misses"][:5]
     assert report["mrr"] > lexical["mrr"]
 
 
