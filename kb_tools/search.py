@@ -39,9 +39,9 @@ LOW_CONFIDENCE = 35.0      # score under which a hit is marked as a guess
 RRF_K = 5                  # reciprocal-rank fusion: 1 / (RRF_K + rank) from each side
 DENSE_WEIGHT = 0.6         # the dense side's share of the fused score (tuned on the real-report dev split)
 # Confidence of a dense match: DENSE_CONFIDENCE * (cosine - DENSE_FLOOR), so a dense match alone clears
-# LOW_CONFIDENCE from cosine 0.80 up. With the whole MiniLM model, the top dense hit of the real-report dev
-# split and tests/queries.yaml is right 97% of the time from 0.80 up (30 of 248 queries), 80% from 0.70,
-# 69% from 0.45; unrelated text ("how do I bake bread") scores under 0.45.
+# LOW_CONFIDENCE from cosine 0.80 up. With the tuned static vectors, the top dense hit of the real-report dev
+# split and tests/queries.yaml is right 84% of the time from 0.80 up (32 of 257 queries), 79% from 0.70 and
+# 67% from 0.45 (the whole model: 97%, 80%, 69%); unrelated text ("how do I bake bread") scores under 0.40.
 DENSE_CONFIDENCE = 100.0
 DENSE_FLOOR = 0.45
 DENSE_NUMPY_ROWS = 4000    # from this many entry lines on, numpy's import costs less than a Python loop
@@ -236,7 +236,6 @@ def _embed_reusing(embedder, texts: list):
     the lines it changed. Vectors are cached per embedder, keyed by the exact text.
     """
     import os
-    import sys
 
     import numpy as np
 
@@ -490,7 +489,7 @@ def dense_scores(index, query: str, allowed: set | None = None) -> dict:
 
     Pure Python for a KB of the shipped size; numpy where the matrix is so
     large that its import costs less than the loop (DENSE_NUMPY_ROWS), or where
-    the query's embedder has imported it anyway.
+    the query's embedder (the whole model) has imported it anyway.
     """
     dense = index.header.get("dense")
     embedder = _embedder(dense.get("model")) if dense else None
@@ -502,7 +501,7 @@ def dense_scores(index, query: str, allowed: set | None = None) -> dict:
         return {}
     dim, n_rows, blob = dense["dim"], dense["rows"], index.get(("v", 0))
     scales = dense["scales"]
-    if n_rows >= DENSE_NUMPY_ROWS or "numpy" in sys.modules:  # the whole model has imported it already
+    if n_rows >= DENSE_NUMPY_ROWS or getattr(embedder, "slow", False):  # the whole model imported numpy
         import numpy as np
         matrix = np.frombuffer(blob, dtype=np.int8).reshape(n_rows, dim)
         sims = ((matrix @ np.asarray(qv, dtype=np.float32)) * np.asarray(scales, dtype=np.float32)).tolist()
