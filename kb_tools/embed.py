@@ -368,7 +368,6 @@ def _import_numpy_single_threaded() -> None:
     """
     import sys
     if "numpy" in sys.modules:
-        import numpy  # noqa: F401
         return
     unset = [k for k in BLAS_THREAD_VARIABLES if k not in os.environ]  # a user's own setting wins
     os.environ.update({k: "1" for k in unset})
