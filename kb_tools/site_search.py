@@ -21,7 +21,8 @@ table are missing, the index says so (`dense: null`) and the site ranks by words
 only, as `kb search` does.
 
 Why the whole token table (7.56 MB of int8 rows): a smaller copy for the site
-alone would rank differently from `kb search`. Measured on the 161 labelled
+alone would rank differently from `kb search`. Measured (on the table before its
+tuning toward the whole model) on the 161 labelled
 queries (tests/queries.yaml and the holdout set) against the full table: keeping
 the first 128 PCA dimensions (3.8 MB) gives the same top 3 on 82 queries and
 hit@3 0.950 instead of 0.975; 64 dimensions (1.9 MB) the same top 3 on 47 and
