@@ -1,6 +1,6 @@
 """Would re-tuning the ranking's constants on the dev split pay? 5-fold cross-validation says.
 
-For every setting of a small grid (symptom-line bonus, BM25's b, the dense side's
+For every setting of a small grid (symptom-line bonus, the fusion's k, the dense side's
 weight), each dev query's reciprocal rank is computed once; then, per fold, the
 setting best on the other four folds is scored on the held-out fold. If that
 held-out MRR is below what the current constants score on the same folds, a
