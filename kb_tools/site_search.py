@@ -51,7 +51,7 @@ def index_data(kb, table: dict | None, data_dir: str = embed.DATA_DIR) -> dict:
     """The JSON-ready search index of `kb`, from `search.index_parts` (one source of truth);
     `table` is the token table the browser will read (see `_token_files`), None for words only."""
     # the browser embeds a query with the static token vectors, so the entries' vectors must come from them too
-    header, records = search.index_parts(kb, embedder=embed.load(data_dir) if table else None)
+    header, records = search.index_parts(kb, embedder=embed.load(data_dir) if table else None, dense=bool(table))
     terms = list(header["idf"])  # a list, not an object: JS would reorder integer-like keys ("10")
     postings = [[x for idx, tf in records[("p", t)] for x in (idx, tf)] for t in terms]
     n = len(header["ids"])

@@ -245,3 +245,22 @@ def test_fingerprint_follows_the_files(tmp_path):
     scales = tmp_path / embed.SCALES_FILE
     os.utime(scales, ns=(scales.stat().st_atime_ns, scales.stat().st_mtime_ns + 1_000_000_000))
     assert embed.load(str(tmp_path)).fingerprint != before
+
+
+def test_two_tables_of_one_name_each_embed_queries_for_their_own_index(tmp_path):
+    """An index built from a copy of the table (another fingerprint) and one built from the packaged
+    table both rank with their own vectors; neither borrows the other's embedder by name."""
+    import shutil
+
+    from kb_tools import search
+    from kb_tools.load import load_kb
+    for name in (embed.TOKENS_FILE, embed.ROWS_FILE, embed.SCALES_FILE):
+        shutil.copy(os.path.join(embed.DATA_DIR, name), tmp_path)
+    scales = tmp_path / embed.SCALES_FILE
+    os.utime(scales, ns=(scales.stat().st_atime_ns, scales.stat().st_mtime_ns + 1_000_000_000))
+    kb = load_kb(use_cache=False)
+    copy_index = search.build_index(kb, embed.load(str(tmp_path)))
+    packaged_index = search.build_index(kb, embed.load())
+    assert copy_index.header["dense"]["fingerprint"] != packaged_index.header["dense"]["fingerprint"]
+    for index in (copy_index, packaged_index):
+        assert search.dense_scores(index, "loss goes to nan") and search.dense_unavailable(index) is None
