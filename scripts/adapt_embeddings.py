@@ -1,0 +1,167 @@
+"""Adapt the static token vectors to this KB's causes (step 3, after scripts/tune_embeddings.py),
+and write them to kb_tools/embeddings/.
+
+Not run by the tools or the tests: the output is committed. The tuned table (step 2) places a
+sentence where the whole model would, but the model knows nothing of which words point to which
+of this KB's causes: "my model ends with nn.Softmax and the loss barely moves" is as close to a
+dozen generic loss entries as to double-softmax. This step teaches the table that, from reports
+written for the purpose: scripts/data/synthetic_reports.yaml holds, for every entry, short,
+medium and long descriptions of what a user with that bug would write before knowing the cause.
+They were written for this project from each entry's own text, not taken from users, and the
+real-report splits (tests/real_reports/) were not read to write them, so those splits still
+measure the result.
+
+The dense side of `kb search` scores an entry by its best line (title or symptom line), so the
+fit does the same: each report's entry scores are its best-line cosines over a temperature
+(TAU), and the loss is their cross-entropy against the report's entry, plus a penalty that
+keeps each row near the tuned table (words the reports do not use stay as they were). Full-batch
+Adam, seeded; needs torch and numpy:
+
+    python scripts/adapt_embeddings.py --base <step 2's folder> [--holdout 0.2]
+
+`--holdout` keeps a share of the reports out of the fit and prints how often their entry is in
+the top 3 before and after, to choose the epochs without the real-report splits. It prints each
+written file's sha256 (kb_tools/embeddings/README.md lists them).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import shutil
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from kb_tools import embed, search  # noqa: E402
+
+REPORTS = os.path.join(ROOT, "scripts", "data", "synthetic_reports.yaml")
+TAU = 0.1
+SEED = 0
+
+
+def load_reports(path: str, known: set) -> list:
+    """(report, entry id) pairs; every id must be an entry of the KB."""
+    import yaml
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)["reports"]
+    unknown = sorted(set(data) - known)
+    if unknown:
+        sys.exit(f"adapt_embeddings: {path}: no such entries: {', '.join(unknown)}")
+    return [(text, eid) for eid, texts in data.items() for text in texts]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="folder with step 2's static-minilm.* files")
+    parser.add_argument("--out", default=embed.DATA_DIR)
+    parser.add_argument("--kb", default=os.path.join(ROOT, "kb"))
+    parser.add_argument("--reports", default=REPORTS)
+    parser.add_argument("--epochs", type=int, default=200)
+    parser.add_argument("--lr", type=float, default=0.001)
+    parser.add_argument("--stay", type=float, default=3.0, help="weight of the keep-near-the-start penalty")
+    parser.add_argument("--holdout", type=float, default=0.0, help="share of reports kept out of the fit")
+    parser.add_argument("--keep", type=float, default=0.6,
+                        help="each epoch, keep each report token with this probability (token dropout)")
+    args = parser.parse_args()
+
+    import numpy as np
+    import torch
+
+    from kb_tools.load import load_kb
+    torch.manual_seed(SEED)
+    torch.set_num_threads(1)  # parallel index_add_ sums in a varying order: one thread makes the output reproducible
+    base = embed.load(args.base)
+    if base is None:
+        sys.exit(f"adapt_embeddings: no static-minilm files in {args.base}")
+    kb = load_kb(args.kb, use_cache=False)
+    entry_ids = list(kb.entries)
+    position = {eid: n for n, eid in enumerate(entry_ids)}
+    lines, owners = [], []
+    for entry in kb.entries.values():
+        for text in search.dense_texts(entry):  # what the index embeds: the reports must find these
+            lines.append(text)
+            owners.append(position[entry.id])
+    pairs = load_reports(args.reports, set(entry_ids))
+    order = list(range(len(pairs)))
+    random.Random(SEED).shuffle(order)
+    held = set(order[: int(len(pairs) * args.holdout)])
+    print(f"{len(pairs)} reports ({len(held)} held out), {len(lines)} entry lines", file=sys.stderr)
+
+    def tokens(texts):
+        ids = [base.token_ids(t) for t in texts]
+        flat = torch.tensor([i for t in ids for i in t])
+        owner = torch.tensor([n for n, t in enumerate(ids) for _ in t])
+        return flat, owner, len(texts)
+
+    width = base.dim
+    table = (np.fromfile(base.rows_path, dtype=np.int8).reshape(-1, width).astype(np.float32)
+             * np.asarray(base.scales, dtype=np.float32)[:, None])
+    start = torch.tensor(table)
+    rows = torch.nn.Parameter(start.clone())
+    line_tokens, report_tokens = tokens(lines), tokens([t for t, _ in pairs])
+    target = torch.tensor([position[eid] for _, eid in pairs])
+    # each entry's lines as a padded (entries, most lines) index; padding points at a -inf column
+    most = max(owners.count(n) for n in range(len(entry_ids)))
+    slots = torch.full((len(entry_ids), most), len(lines), dtype=torch.long)
+    for n in range(len(entry_ids)):
+        mine = [i for i, o in enumerate(owners) if o == n]
+        slots[n, :len(mine)] = torch.tensor(mine)
+    used = torch.unique(torch.cat([line_tokens[0], report_tokens[0]]))
+    fit = torch.tensor([i for i in range(len(pairs)) if i not in held])
+    kept = torch.tensor(sorted(held), dtype=torch.long)
+    start_size = (start[used] ** 2).sum(1).mean()
+
+    def encode(flat, owner, n):
+        return torch.nn.functional.normalize(torch.zeros(n, width).index_add_(0, owner, rows[flat]), dim=1)
+
+    def entry_logits(flat, owner, n):
+        """reports x entries: each entry's best-line cosine over the temperature."""
+        sims = encode(flat, owner, n) @ encode(*line_tokens).T
+        sims = torch.cat([sims, torch.full((n, 1), float("-inf"))], dim=1)  # the padding column
+        return sims[:, slots].amax(dim=2) / TAU
+
+    def top3(which):
+        if not len(which):
+            return float("nan")
+        with torch.no_grad():
+            logits = entry_logits(*report_tokens)
+        return (logits[which].topk(3, dim=1).indices == target[which, None]).any(1).float().mean().item()
+
+    opt = torch.optim.Adam([rows], lr=args.lr)
+    for epoch in range(args.epochs + 1):
+        if epoch % 25 == 0:
+            drift = ((rows[used] - start[used]) ** 2).sum(1).mean() / start_size
+            print(f"epoch {epoch}: drift {drift.item():.3f}, top-3 fitted {top3(fit):.3f}, "
+                  f"held out {top3(kept):.3f}", file=sys.stderr, flush=True)
+        if epoch == args.epochs:
+            break
+        flat, owner, n = report_tokens
+        if args.keep < 1.0:  # a report must be found from a subset of its words, not only its rarest one
+            chosen = torch.rand(len(flat)) < args.keep
+            flat, owner = flat[chosen], owner[chosen]
+        loss = torch.nn.functional.cross_entropy(entry_logits(flat, owner, n)[fit], target[fit])
+        drift = ((rows[used] - start[used]) ** 2).sum(1).mean() / start_size
+        opt.zero_grad()
+        (loss + args.stay * drift).backward()
+        opt.step()
+
+    out = rows.detach().numpy()
+    scales = np.abs(out).max(axis=1) / 127.0
+    scales[scales == 0] = 1.0
+    os.makedirs(args.out, exist_ok=True)
+    quantised = np.round(out / scales[:, None]).astype(np.int8)
+    quantised.tofile(os.path.join(args.out, embed.ROWS_FILE))  # the base is read in full above: --out may be it
+    scales.astype("<f4").tofile(os.path.join(args.out, embed.SCALES_FILE))
+    if os.path.abspath(args.base) != os.path.abspath(args.out):
+        shutil.copy(os.path.join(args.base, embed.TOKENS_FILE), os.path.join(args.out, embed.TOKENS_FILE))
+    for name in (embed.TOKENS_FILE, embed.ROWS_FILE, embed.SCALES_FILE):
+        with open(os.path.join(args.out, name), "rb") as fh:
+            print(f"{name}  {hashlib.sha256(fh.read()).hexdigest()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
