@@ -6,7 +6,7 @@ import os
 import pytest
 
 from kb_tools.load import load_kb
-from kb_tools.search import build_index, evaluate, load_queries, rank_fuzzy, search
+from kb_tools.search import build_index, dense_scores, evaluate, load_queries, rank_fuzzy, search
 
 KB = load_kb(use_cache=False)
 INDEX = build_index(KB)
@@ -118,16 +118,42 @@ def test_real_report_splits_are_by_thread_and_reproducible():
         assert digest == fh.read().strip()
 
 
+def test_self_written_training_reports_name_entries_and_copy_no_real_report():
+    """scripts/data/synthetic_reports.yaml trains the token vectors: its ids must be entries, and no
+    report in it may be a real report's text (a real report there would be measured on its own answer)."""
+    import yaml
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts", "data", "synthetic_reports.yaml")
+    with open(path, encoding="utf-8") as fh:
+        reports = yaml.safe_load(fh)["reports"]
+    assert set(reports) <= set(KB.entries), set(reports) - set(KB.entries)
+    assert all(isinstance(t, str) and t.strip() for texts in reports.values() for t in texts)
+    normalise = lambda text: " ".join(text.lower().split())  # noqa: E731
+    real = {normalise(q["query"]) for name in ("dev", "test") for q in load_queries(os.path.join(REAL, f"{name}.yaml"))}
+    written = {normalise(t) for texts in reports.values() for t in texts}
+    assert not written & real
+
+
 def test_real_report_dev_split_stays_above_its_floor():
     """The split the fusion was set on: a guard against changes that lose what it gained."""
     report = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")))
     lexical = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")),
                        lambda q, k: [h.id for h in search(INDEX, q, k, dense=False)])
-    # Floors under what the 107-entry KB reaches with the tuned static vectors (hit@3 0.863, MRR 0.784; the
-    # distilled ones before tuning gave 0.849 and 0.769): entries added after a report was labelled are new
-    # candidates for it (see real_reports/RELABEL.md).
-    assert report["hit@3"] >= 0.84 and report["mrr"] >= 0.77, report["misses"][:5]
+    # Floors under what the 107-entry KB reaches with the adapted static vectors (hit@3 0.863, MRR 0.800;
+    # the tuned ones before adaptation gave 0.863 and 0.784, the distilled ones 0.849 and 0.769): entries
+    # added after a report was labelled are new candidates for it (see real_reports/RELABEL.md).
+    assert report["hit@3"] >= 0.84 and report["mrr"] >= 0.78, report["misses"][:5]
     assert report["mrr"] > lexical["mrr"]
+
+
+def test_dense_side_alone_finds_real_reports():
+    """The shipped token vectors, adapted to the KB's causes (scripts/adapt_embeddings.py), rank real
+    reports on their own: the dense side alone, best line per entry, on the dev split."""
+    def dense_only(query, limit):
+        scores = dense_scores(INDEX, query)
+        return [INDEX.header["ids"][i] for i in sorted(scores, key=lambda i: -scores[i][0])[:limit]]
+    report = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")), dense_only)
+    # measured: hit@3 0.842 (before adaptation 0.767; the whole model 0.815)
+    assert report["hit@3"] >= 0.82, report["misses"][:5]
 
 
 def test_real_report_dev_split_with_the_whole_model_stays_above_its_floor():
