@@ -1,8 +1,8 @@
 """Would re-tuning the ranking's constants on the dev split pay? 5-fold cross-validation says.
 
-For every setting of a small grid (symptom-line bonus, the fusion's k, the dense side's
-weight), each dev query's reciprocal rank is computed once; then, per fold, the
-setting best on the other four folds is scored on the held-out fold. If that
+For every setting of a small grid (symptom-line bonus, the lexical side's share of the
+fused score, the dense side's baseline rank), each dev query's reciprocal rank is computed
+once; then, per fold, the setting best on the other four folds is scored on the held-out fold. If that
 held-out MRR is below what the current constants score on the same folds, a
 re-tune would be fitting the dev split's noise.
 
@@ -22,7 +22,7 @@ sys.path.insert(0, ROOT)
 from kb_tools import search  # noqa: E402
 from kb_tools.load import load_kb  # noqa: E402
 
-GRID = {"LINE_BONUS": (3.0, 6.0, 10.0), "RRF_K": (2, 5, 10, 20), "DENSE_WEIGHT": (0.6, 0.8, 1.0, 1.3, 1.6, 2.0)}
+GRID = {"LINE_BONUS": (3.0, 6.0, 10.0), "LEXICAL_SHARE": (0.3, 0.4, 0.5, 0.6, 0.7), "DENSE_BASELINE_RANK": (5, 10, 20, 40)}
 FOLDS = 5
 
 

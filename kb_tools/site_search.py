@@ -44,7 +44,7 @@ FORMAT = 1
 
 # kb_tools.search constants the ranking reads; each is exported by name, never copied into the JS.
 CONSTANTS = ("BM25_K1", "BM25_B", "LINE_BONUS", "CANDIDATES", "VAGUE_IDF", "TRIAGE_PRIOR", "LOW_CONFIDENCE",
-             "RRF_K", "DENSE_WEIGHT", "DENSE_CONFIDENCE", "DENSE_FLOOR", "MAX_QUERY_CHARS", "MAX_CORRECTED_WORD")
+             "LEXICAL_SHARE", "DENSE_BASELINE_RANK", "DENSE_CONFIDENCE", "DENSE_FLOOR", "MAX_QUERY_CHARS", "MAX_CORRECTED_WORD")
 
 
 def index_data(kb, table: dict | None, data_dir: str = embed.DATA_DIR) -> dict:

@@ -42,7 +42,7 @@
       this.data = data;
       const C = data.constants;
       for (const name of ["BM25_K1", "BM25_B", "LINE_BONUS", "CANDIDATES", "VAGUE_IDF", "TRIAGE_PRIOR",
-        "LOW_CONFIDENCE", "RRF_K", "DENSE_WEIGHT", "DENSE_CONFIDENCE", "DENSE_FLOOR", "MAX_QUERY_CHARS",
+        "LOW_CONFIDENCE", "LEXICAL_SHARE", "DENSE_BASELINE_RANK", "DENSE_CONFIDENCE", "DENSE_FLOOR", "MAX_QUERY_CHARS",
         "MAX_CORRECTED_WORD"]) {
         if (typeof C[name] !== "number") throw new Error(`the search index lacks the constant ${name}: rebuild the site`);
       }
@@ -275,10 +275,15 @@
     // _fuse
     fuse(lexical, dense) {
       const C = this.C, fused = new Map();
-      const lex = Array.from(lexical.keys()).sort((a, b) => lexical.get(b)[0] - lexical.get(a)[0]);
-      const den = Array.from(dense.keys()).sort((a, b) => dense.get(b)[0] - dense.get(a)[0]).slice(0, C.CANDIDATES);
-      for (const [weight, ranked] of [[1.0, lex], [C.DENSE_WEIGHT, den]]) {
-        ranked.forEach((idx, r) => fused.set(idx, (fused.has(idx) ? fused.get(idx) : 0.0) + weight / (C.RRF_K + (r + 1))));
+      let bestLexical = 0.0;
+      for (const v of lexical.values()) if (v[0] > bestLexical) bestLexical = v[0];
+      const cosines = Array.from(dense.values(), (v) => v[0]).sort((a, b) => b - a);
+      const best = cosines[0], baseline = cosines[Math.min(C.DENSE_BASELINE_RANK, cosines.length - 1)];
+      if (bestLexical > 0) for (const [idx, v] of lexical) fused.set(idx, C.LEXICAL_SHARE * v[0] / bestLexical);
+      const spread = best - baseline;
+      for (const [idx, v] of dense) {
+        const share = spread > 0 && v[0] > baseline ? (1 - C.LEXICAL_SHARE) * (v[0] - baseline) / spread : 0.0;
+        fused.set(idx, (fused.has(idx) ? fused.get(idx) : 0.0) + share);
       }
       return fused;
     }

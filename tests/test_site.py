@@ -446,7 +446,8 @@ def test_search_index_holds_every_entry_and_symptom(fixture_site):
     assert index["ids"] == list(kb.entries)
     for n, e in enumerate(kb.entries.values()):
         assert (index["titles"][n], index["areas"][n], index["symptoms"][n]) == (e.title, e.area, e.symptoms)
-    assert index["constants"]["RRF_K"] == search.RRF_K and index["constants"]["DENSE_WEIGHT"] == search.DENSE_WEIGHT
+    assert index["constants"]["LEXICAL_SHARE"] == search.LEXICAL_SHARE
+    assert index["constants"]["DENSE_BASELINE_RANK"] == search.DENSE_BASELINE_RANK
     assert not os.path.exists(os.path.join(out, "search", "search_index.json"))
     for url in ("", "entries/double-softmax/", "sources/field-notes/"):
         root = page(out, url)

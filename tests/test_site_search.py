@@ -128,11 +128,11 @@ def test_ranking_constants_come_from_the_exported_index(shipped, tmp_path, monke
     kb, index, folder = shipped
     queries = labelled_queries()
     before = [[h["id"] for h in hits[:3]] for hits in node_rank(folder, queries)]
-    for name, value in (("RRF_K", 1), ("DENSE_WEIGHT", 3.0), ("LINE_BONUS", 0.5), ("LOW_CONFIDENCE", 90.0)):
+    for name, value in (("LEXICAL_SHARE", 0.9), ("DENSE_BASELINE_RANK", 3), ("LINE_BONUS", 0.5), ("LOW_CONFIDENCE", 90.0)):
         monkeypatch.setattr(search, name, value)
     patched = export(kb, tmp_path)
     data = json.load(open(os.path.join(patched, "kb-index.json"), encoding="utf-8"))
-    assert data["constants"]["RRF_K"] == 1 and data["constants"]["DENSE_WEIGHT"] == 3.0
+    assert data["constants"]["LEXICAL_SHARE"] == 0.9 and data["constants"]["DENSE_BASELINE_RANK"] == 3
     report = compare(index, patched, queries)
     assert report["diffs"] == []
     after = [[h["id"] for h in hits[:3]] for hits in node_rank(patched, queries)]
@@ -142,9 +142,9 @@ def test_ranking_constants_come_from_the_exported_index(shipped, tmp_path, monke
 def test_index_lacking_a_constant_is_refused(shipped, tmp_path):
     kb, index, folder = shipped
     data = json.load(open(os.path.join(folder, "kb-index.json"), encoding="utf-8"))
-    del data["constants"]["RRF_K"]
+    del data["constants"]["LEXICAL_SHARE"]
     broken = tmp_path / "search"
     broken.mkdir()
     (broken / "kb-index.json").write_text(json.dumps(data), encoding="utf-8")
     proc = subprocess.run([NODE, SCRIPT, str(broken)], input="[]", capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0 and "RRF_K" in proc.stderr
+    assert proc.returncode != 0 and "LEXICAL_SHARE" in proc.stderr
