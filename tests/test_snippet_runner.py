@@ -36,6 +36,24 @@ def test_cpu_run_hides_every_gpu(tmp_path):
     assert run.passed and run.summary() == "''"
 
 
+def test_cpu_run_pins_generic_kernels_on_x86(tmp_path, monkeypatch):
+    """Figures must print the same bits on any x86 CPU: the CPU run asks torch, MKL and oneDNN for
+    their generic code paths (a value the user set is kept)."""
+    import platform
+    import pytest
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("the kernel pins are for x86 machines")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setenv("MKL_CBWR", "AUTO")
+    e = load_entry(tmp_path, snippet=(
+        "import os\nimport torch\n"
+        "print(os.environ['MKL_CBWR'], os.environ['ONEDNN_MAX_CPU_ISA'],"
+        " torch.backends.cpu.get_cpu_capability())\n"))
+    run = snippets.run_snippet(e, "cpu", timeout=120)
+    assert run.passed and run.summary() == "AUTO SSE41 DEFAULT"
+    assert snippets.child_env("cuda").get("ATEN_CPU_CAPABILITY") is None  # a GPU run keeps its kernels
+
+
 def test_timeout_is_reported_not_raised(tmp_path):
     e = load_entry(tmp_path, snippet="import time\nprint('started', flush=True)\ntime.sleep(30)\n")
     run = snippets.run_snippet(e, "cpu", timeout=2)
