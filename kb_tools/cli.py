@@ -466,8 +466,8 @@ def _args_snippet(p):
 
 def _args_run(p):
     p.add_argument("id", help="entry id or alias")
-    p.add_argument("--device", choices=("cpu", "cuda"), help="hide every GPU (cpu) as the CPU test does; "
-                   "default: the snippet picks cuda when available")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="run as the test does: cpu hides every GPU and, on x86, uses the generic kernels "
+                   "the figures were recorded with; default: the snippet picks cuda when available")
 
 
 def _args_eval(p):
