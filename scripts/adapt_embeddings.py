@@ -26,16 +26,15 @@ written file's sha256 (kb_tools/embeddings/README.md lists them).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import random
-import shutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from kb_tools import embed, search  # noqa: E402
+from tune_embeddings import write_table  # noqa: E402  (scripts/ is on the path: it is this file's folder)
 
 REPORTS = os.path.join(ROOT, "scripts", "data", "synthetic_reports.yaml")
 TAU = 0.1
@@ -148,20 +147,8 @@ def main() -> int:
         (loss + args.stay * drift).backward()
         opt.step()
 
-    out = rows.detach().numpy()
-    scales = np.abs(out).max(axis=1) / 127.0
-    scales[scales == 0] = 1.0
-    os.makedirs(args.out, exist_ok=True)
-    quantised = np.round(out / scales[:, None]).astype(np.int8)
-    quantised.tofile(os.path.join(args.out, embed.ROWS_FILE))  # the base is read in full above: --out may be it
-    scales.astype("<f4").tofile(os.path.join(args.out, embed.SCALES_FILE))
-    if os.path.abspath(args.base) != os.path.abspath(args.out):
-        shutil.copy(os.path.join(args.base, embed.TOKENS_FILE), os.path.join(args.out, embed.TOKENS_FILE))
-    for name in (embed.TOKENS_FILE, embed.ROWS_FILE, embed.SCALES_FILE):
-        with open(os.path.join(args.out, name), "rb") as fh:
-            print(f"{name}  {hashlib.sha256(fh.read()).hexdigest()}")
+    write_table(rows.detach().numpy(), args.base, args.out)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

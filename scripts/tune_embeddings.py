@@ -130,18 +130,24 @@ def main() -> int:
         (miss + args.stay * drift).backward()
         opt.step()
 
-    out = rows.detach().numpy()
-    scales = np.abs(out).max(axis=1) / 127.0
-    scales[scales == 0] = 1.0
-    os.makedirs(args.out, exist_ok=True)
-    np.round(out / scales[:, None]).astype(np.int8).tofile(os.path.join(args.out, embed.ROWS_FILE))
-    scales.astype("<f4").tofile(os.path.join(args.out, embed.SCALES_FILE))
-    if os.path.abspath(args.base) != os.path.abspath(args.out):
-        shutil.copy(os.path.join(args.base, embed.TOKENS_FILE), os.path.join(args.out, embed.TOKENS_FILE))
-    for name in (embed.TOKENS_FILE, embed.ROWS_FILE, embed.SCALES_FILE):
-        with open(os.path.join(args.out, name), "rb") as fh:
-            print(f"{name}  {hashlib.sha256(fh.read()).hexdigest()}")
+    write_table(rows.detach().numpy(), args.base, args.out)
     return 0
+
+
+def write_table(rows, base: str, out: str) -> None:
+    """Write float rows as the packaged files (int8 rows, one float32 scale each), copy the token
+    list from `base` and print each file's sha256. `out` may be `base`: the rows are already read."""
+    import numpy as np
+    scales = np.abs(rows).max(axis=1) / 127.0
+    scales[scales == 0] = 1.0
+    os.makedirs(out, exist_ok=True)
+    np.round(rows / scales[:, None]).astype(np.int8).tofile(os.path.join(out, embed.ROWS_FILE))
+    scales.astype("<f4").tofile(os.path.join(out, embed.SCALES_FILE))
+    if os.path.abspath(base) != os.path.abspath(out):
+        shutil.copy(os.path.join(base, embed.TOKENS_FILE), os.path.join(out, embed.TOKENS_FILE))
+    for name in (embed.TOKENS_FILE, embed.ROWS_FILE, embed.SCALES_FILE):
+        with open(os.path.join(out, name), "rb") as fh:
+            print(f"{name}  {hashlib.sha256(fh.read()).hexdigest()}")
 
 
 if __name__ == "__main__":
