@@ -142,6 +142,8 @@ def main() -> int:
             chosen = torch.rand(len(flat)) < args.keep
             flat, owner = flat[chosen], owner[chosen]
         loss = torch.nn.functional.cross_entropy(entry_logits(flat, owner, n)[fit], target[fit])
+        # built after the loss, as when the shipped files were made: the graph's order sets the order
+        # the gradients are summed in, and so the output's bytes
         drift = ((rows[used] - start[used]) ** 2).sum(1).mean() / start_size
         opt.zero_grad()
         (loss + args.stay * drift).backward()
@@ -149,6 +151,7 @@ def main() -> int:
 
     write_table(rows.detach().numpy(), args.base, args.out)
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
