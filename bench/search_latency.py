@@ -98,7 +98,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    from kb_tools.load import find_kb_root, load_kb
+    from kb_tools.load import load_kb
+    from kb_tools.locate import find_kb_root
     shipped = find_kb_root()
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
         env = {**os.environ, "KB_CACHE_DIR": os.path.join(tmp, "cache")}

@@ -2,13 +2,14 @@
 
 Each cache file is sealed: framed with its length and a crc32 that is checked on
 every read, so a truncated, overwritten or bit-flipped file is rebuilt, never
-trusted. Keys are the KB files' signature (see load.kb_signature): any write to
+trusted. Keys are the KB files' signature (see locate.kb_signature): any write to
 a KB file makes every cache stale. Nothing here knows what a KB is.
 """
 from __future__ import annotations
 
 import os
 
+from .locate import find_kb_root, kb_signature
 from .util import read_regular, write_atomic
 
 
@@ -106,6 +107,9 @@ class Table:
     A large KB's search index is mostly postings and symptom lines that one
     query never touches; keeping each record as its own marshal blob makes
     opening the index cost one read, one checksum and the header alone.
+    Record keys are (kind, name) pairs; on disk the offsets are one dict per
+    kind of name -> start << 32 | end, which decodes in half the time of a
+    dict keyed by tuples.
     """
 
     __slots__ = ("header", "_records", "_blob", "_offsets")
@@ -113,17 +117,28 @@ class Table:
     def __init__(self, header: dict, records: dict | None = None, blob=None, offsets: dict | None = None):
         self.header, self._records, self._blob, self._offsets = header, records, blob, offsets
 
+    def has(self, key) -> bool:
+        if self._records is not None:
+            return key in self._records
+        return key[1] in self._offsets.get(key[0], ())
+
+    def names(self, kind) -> list:
+        """The names of every record of `kind`, in the order they were written."""
+        if self._records is not None:
+            return [name for k, name in self._records if k == kind]
+        return list(self._offsets.get(kind, ()))
+
     def get(self, key, default=None):
         if self._records is not None:
             return self._records.get(key, default)
-        span = self._offsets.get(key)
+        span = self._offsets.get(key[0], {}).get(key[1])
         if span is None:
             return default
         import marshal
-        return marshal.loads(self._blob[span[0]:span[1]])
+        return marshal.loads(self._blob[span >> 32:span & 0xFFFFFFFF])
 
 
-_TABLE_MAGIC = b"KBT2"
+_TABLE_MAGIC = b"KBT3"
 
 
 def open_table(path: str, key: bytes) -> Table | None:
@@ -152,9 +167,11 @@ def write_table(path: str, key: bytes, header: dict, records: dict) -> None:
     import marshal
     chunks, offsets, at = [], {}, 0
     try:
-        for record_key, value in records.items():
+        for (kind, name), value in records.items():
             data = marshal.dumps(value)
-            offsets[record_key] = (at, at + len(data))
+            if at + len(data) > 0xFFFFFFFF:
+                return  # beyond what an offset holds (and MAX_CACHE_BYTES): serve from memory
+            offsets.setdefault(kind, {})[name] = at << 32 | (at + len(data))
             chunks.append(data)
             at += len(data)
         head = marshal.dumps((header, offsets))
@@ -162,3 +179,38 @@ def write_table(path: str, key: bytes, header: dict, records: dict) -> None:
         return
     _write_bytes(path, seal(b"".join([_TABLE_MAGIC, len(key).to_bytes(8, "little"), key,
                                       len(head).to_bytes(8, "little"), head, *chunks])))
+
+
+def table_key(version: int, signature: tuple) -> bytes:
+    """The bytes a cached table is stored under, compared as bytes. Marshal format 2: from
+    format 3 on, marshal marks every object that something else also references, so an equal
+    signature could give other bytes in another process (or later in this one) and turn a
+    sound cache into a rebuild."""
+    import marshal
+    return marshal.dumps((version, signature), 2)
+
+
+def cached_table(kb_root: str | None, name: str, version: int, build, stale=None) -> Table:
+    """`Table(*build(kb))` for the KB at `kb_root`, cached until any KB file changes.
+
+    For data derived from the whole KB (the search index) that a command needs
+    without the KB itself: on a hit the KB is not even loaded. `build(kb)`
+    returns (header, records), both plain and marshal-able.
+    The file is seal(magic, key length, key, header length, header, record
+    blobs); the key (the files' signature) is compared as bytes, never decoded,
+    and the checksum is checked before anything is decoded. `stale(header)`, when
+    given, may reject a sound cached table that no longer fits the process.
+    """
+    root = find_kb_root(kb_root)
+    if not enabled():
+        from .load import load_kb
+        return Table(*build(load_kb(root, use_cache=False)))
+    key = table_key(version, kb_signature(root))
+    path = path_for(root, name)
+    table = open_table(path, key)
+    if table is None or (stale is not None and stale(table.header)):
+        from .load import load_kb  # only on a miss: a cached search never imports the parser
+        header, records = build(load_kb(root))
+        write_table(path, key, header, records)
+        table = Table(header, records)
+    return table

@@ -41,7 +41,7 @@ class _Server(MCPServer):
 
 
 def build_server(kb_root: str | None) -> MCPServer:
-    """The server over the KB at `kb_root` (see load.find_kb_root); the KB and its search
+    """The server over the KB at `kb_root` (see locate.find_kb_root); the KB and its search
     index are loaded here, once, and every call reads them."""
     from .agents import context as kb_context
     from .agents import entry_json, entry_markdown, resolve, snippet_json, verify_text

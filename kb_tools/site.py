@@ -657,7 +657,7 @@ def _outside_kb(kb, directory: str, what: str) -> None:
     """Refuse a work or output folder inside the KB or its evidence: mkdocs.yml and pages
     written there would become part of the KB (or be read as entries); and one inside
     an installed package."""
-    from .load import bundled_kb, evidence_dir
+    from .locate import bundled_kb, evidence_dir
     if bundled_kb(directory):
         raise SiteError(f"{directory}: inside the installed package; run kb build from a checkout "
                         f"or pass --out and --work")
@@ -860,7 +860,7 @@ def _unwritable(exc: OSError) -> SiteError:
 
 def _watched(kb_root: str, templates: str, results_path: str) -> tuple:
     """Changes when the KB, its evidence, a template or the snippet results change."""
-    from .load import kb_signature, scan_files, stat_key
+    from .locate import kb_signature, scan_files, stat_key
     return (kb_signature(kb_root),
             tuple(stat_key(p) for p in scan_files(templates, (".j2", ".css", ".js", ".html")) + [results_path]))
 

@@ -30,5 +30,5 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session):
     if _RUNS and not hasattr(session.config, "workerinput"):
         from kb_tools import verified
-        from kb_tools.load import find_kb_root
+        from kb_tools.locate import find_kb_root
         verified.record(_RUNS, verified.default_dir(find_kb_root()))

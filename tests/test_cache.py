@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from kb_tools import cache, load, util
+from kb_tools import cache, load, locate, util
 from kb_tools.search import load_index, search
 from kbfactory import make_kb
 
@@ -144,3 +144,13 @@ def test_exclusive_write_lets_exactly_one_of_racing_writers_win(tmp_path):
     assert len(wins) == 1 and len(losses) == 7
     assert open(target).read() == f"writer {wins[0]}\n" * 1000
     assert os.listdir(tmp_path) == ["one.md"]  # no temporary file left behind
+
+
+
+def test_a_table_key_is_the_same_bytes_whoever_else_holds_its_signature(kb_dir):
+    """The key is compared as bytes; marshal's newer formats write other bytes for an equal
+    signature once something else references its parts, which would rebuild for nothing."""
+    signature = locate.kb_signature(locate.find_kb_root(kb_dir))
+    before = cache.table_key(1, signature)
+    held = [part for item in signature if isinstance(item, tuple) for part in item]
+    assert held and cache.table_key(1, signature) == before

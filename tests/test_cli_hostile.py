@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kb_tools import cli, load
+from kb_tools import cli, load, locate
 from kbfactory import entry, make_kb, write_entry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,7 +77,7 @@ def test_the_installed_copy_is_never_written(tmp_path, capsys, monkeypatch):
     kb_dir = make_kb(tmp_path)
     src = tmp_path / "notes.txt"
     src.write_text("some notes\n")
-    monkeypatch.setattr(load, "bundled_kb", lambda path: True)
+    monkeypatch.setattr(locate, "bundled_kb", lambda path: True)
     assert cli.main(["--kb", str(kb_dir), "evidence", "add", str(src), "--id", "notes"]) == 1
     assert "installed with the package is never written" in capsys.readouterr().err
     assert not (tmp_path / "evidence" / "notes.md").exists()
@@ -85,8 +85,8 @@ def test_the_installed_copy_is_never_written(tmp_path, capsys, monkeypatch):
 
 def test_bundled_kb_names_only_the_package_data():
     package = os.path.dirname(load.__file__)
-    assert load.bundled_kb(os.path.join(package, "_data", "kb"))
-    assert not load.bundled_kb(os.path.join(ROOT, "kb")) and not load.bundled_kb(package)
+    assert locate.bundled_kb(os.path.join(package, "_data", "kb"))
+    assert not locate.bundled_kb(os.path.join(ROOT, "kb")) and not locate.bundled_kb(package)
 
 
 def test_makefile_run_installs_the_pinned_torch():

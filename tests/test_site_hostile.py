@@ -85,9 +85,9 @@ def test_serve_prints_its_url(tmp_path):
 
 
 def test_build_never_writes_into_the_installed_package(tmp_path, capsys, monkeypatch):
-    from kb_tools import load
+    from kb_tools import locate
     kb_dir = make_kb(tmp_path)
-    monkeypatch.setattr(load, "bundled_kb", lambda path: True)
+    monkeypatch.setattr(locate, "bundled_kb", lambda path: True)
     code = cli.main(["--kb", str(kb_dir), "build", "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w")])
     err = capsys.readouterr().err
     assert code == 1 and "inside the installed package" in err and len(err.strip().splitlines()) == 1
