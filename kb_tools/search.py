@@ -23,7 +23,7 @@ from .util import UsageError
 
 MAX_QUERY_CHARS = 10_000
 MAX_CORRECTED_WORD = 48    # longer words are not typos: their one-edit variants alone would cost seconds
-INDEX_VERSION = 11
+INDEX_VERSION = 13
 
 # How much a term in each field counts: symptoms are what users type. BM25's k1 and the check's weight
 # were set on 800 of the self-written reports (scripts/data/synthetic_reports.yaml; lexical MRR 0.725 ->
@@ -160,8 +160,10 @@ def index_parts(kb, embedder=None, dense: bool = True) -> tuple:
 
     The header holds what every query needs (ids, IDF, phrase table, lengths,
     areas and tags for filters); records hold what a query reads selectively:
-    ("p", term) -> postings [(entry, weighted tf)], ("e", entry) -> (title,
-    symptoms, each symptom's terms).
+    ("p", term) -> (IDF, postings [(entry, weighted tf)]), ("e", entry) -> (title,
+    symptoms, each symptom's terms, each symptom's IDF mass). A term is known when
+    it has a "p" record; its IDF is read with its postings, so opening the index
+    never decodes the whole vocabulary.
     """
     phrases = build_phrase_table(kb.synonyms)
     longest = max((len(k) for k in phrases), default=1)
@@ -188,8 +190,11 @@ def index_parts(kb, embedder=None, dense: bool = True) -> tuple:
             postings.setdefault(term, []).append((idx, tf))
     n = max(len(ids), 1)
     idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in postings.items()}
-    records.update((("p", term), p) for term, p in postings.items())
-    header = {"ids": ids, "areas": areas, "tags": tags, "lengths": lengths, "idf": idf,
+    for idx in range(len(ids)):  # each symptom line's IDF mass, summed once here instead of per query
+        title, symptoms, line_terms = records[("e", idx)]
+        records[("e", idx)] = (title, symptoms, line_terms, [sum(idf[t] for t in line) for line in line_terms])
+    records.update((("p", term), (idf[term], p)) for term, p in postings.items())
+    header = {"ids": ids, "areas": areas, "tags": tags, "lengths": lengths,
               "phrases": phrases, "longest": longest, "problems": [str(p) for p in kb.problems],
               "avg_length": (sum(lengths) / len(lengths)) if lengths else 1.0, "dense": None}
     if embedder is not None:  # queries against this index are embedded by this very object
@@ -278,7 +283,7 @@ def load_index(kb_root: str | None = None, dense: bool = True):
     installed or removed since) is rebuilt once by a dense search; the lexical
     path never checks.
     """
-    from .load import cached_table
+    from .cache import cached_table
     if not dense:
         return cached_table(kb_root, "search-index", INDEX_VERSION, index_parts)
 
@@ -362,14 +367,20 @@ def _one_edit(word: str):
 
 def spelling_vocab(index) -> dict:
     """Word -> the term it stands for: index words as themselves, synonym words as their concept."""
-    vocab = {t: t for t in index.header["idf"] if t[0] not in "~="}
+    vocab = {t: t for t in index.names("p") if t[0] not in "~="}
     for phrase, concept in index.header["phrases"].items():
         if len(phrase) == 1:
             vocab.setdefault(phrase[0], concept)
     return vocab
 
 
-def correct(word: str, vocab: dict, idf: dict) -> list:
+def term_idf(index, term: str, default: float = 0.0) -> float:
+    """The IDF of an indexed term (`default` for a term no entry uses)."""
+    record = index.get(("p", term))
+    return default if record is None else record[0]
+
+
+def correct(word: str, vocab: dict, idf) -> list:
     """The terms a misspelt or run-together query word most likely meant ([] if none).
 
     One edit (delete, swap, replace, insert) first; then two words run together
@@ -383,7 +394,7 @@ def correct(word: str, vocab: dict, idf: dict) -> list:
         if term:
             found[candidate] = term
     if found:  # the commoner term wins a tie: a typo is more likely of a common word
-        best = found[max(found, key=lambda w: (-idf.get(found[w], 0.0), w))]
+        best = found[max(found, key=lambda w: (-idf(found[w]), w))]
         return _words(best) if "_" in best or "." in best else [best]  # a compound and its parts
     for cut in range(3, len(word) - 2):
         head, tail = word[:cut], word[cut:]
@@ -436,17 +447,16 @@ def validate_query(query: str) -> str:
 def query_terms(query: str, index) -> dict:
     """Query term -> count, with misspelt words replaced by their index spelling."""
     head = index.header
-    idf = head["idf"]
     counts, vocab = {}, None
     for term in terms(query, head["phrases"], head["longest"]):
         found = [term]
-        if term not in idf:
+        if not index.has(("p", term)):
             vocab = vocab or spelling_vocab(index)
-            found = correct(term, vocab, idf) or found
+            found = correct(term, vocab, lambda t: term_idf(index, t)) or found
         for t in found:
             counts[t] = counts.get(t, 0) + 1
     for word in query.lower().split():  # an alias typed as is: "O12", "o12"
-        if "=" + word in idf:
+        if index.has(("p", "=" + word)):
             counts["=" + word] = 1
     return counts
 
@@ -459,16 +469,18 @@ def lexical_scores(index, q: dict, allowed: set | None = None) -> tuple:
     best symptom line the query holds.
     """
     head = index.header
-    idf, lengths, avg = head["idf"], head["lengths"], head["avg_length"]
+    lengths, avg = head["lengths"], head["avg_length"]
     unseen = math.log(1 + (len(lengths) + 0.5) / 0.5)  # the IDF of a word no entry uses
+    known = {t: r for t in q if (r := index.get(("p", t))) is not None}  # term -> (IDF, postings)
+    idf = {t: r[0] for t, r in known.items()}  # of the query's terms: all a query needs
     query_mass = sum(idf.get(t, unseen) for t in q) or 1.0
     scores, explained = {}, {}
     for term, qtf in q.items():
-        weight = idf.get(term)
-        if weight is None:
+        if term not in known:
             continue
+        weight, postings = known[term]
         qweight = weight * (1 + math.log(qtf))
-        for idx, tf in index.get(("p", term)):
+        for idx, tf in postings:
             norm = tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * lengths[idx] / avg))
             scores[idx] = scores.get(idx, 0.0) + qweight * norm
             explained[idx] = explained.get(idx, 0.0) + weight
@@ -482,8 +494,8 @@ def lexical_scores(index, q: dict, allowed: set | None = None) -> tuple:
     for idx, base in top:
         best_cov, best_line = 0.0, 0
         shown[idx] = index.get(("e", idx))
-        for n, line in enumerate(shown[idx][2]):
-            mass = sum(idf.get(t, 0.0) for t in line)
+        _, _, line_terms, masses = shown[idx]
+        for n, (line, mass) in enumerate(zip(line_terms, masses)):
             if mass:
                 cov = sum(idf.get(t, 0.0) for t in line if t in q) / mass  # share of the line the query holds
                 if cov > best_cov:
@@ -566,7 +578,7 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: 
     q = query_terms(query, index)
     lexical, shown = lexical_scores(index, q, allowed)
     near = dense_scores(index, query, allowed) if dense else {}
-    if not any(t in head["idf"] for t in q) and not (
+    if not any(index.has(("p", t)) for t in q) and not (
             near and _has_known_word(query, _index_embedder(head["dense"]))):
         return []
     fused = _fuse(lexical, near) if near else {i: v[0] for i, v in lexical.items()}
@@ -584,7 +596,7 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: 
             top = (confidence, fused[idx])
         # the best hit scores its confidence; the others, that scaled by their fused score
         score = top[0] * fused[idx] / top[1] if top[1] > 0 else 0.0
-        title, symptoms, _ = shown.get(idx) or index.get(("e", idx))
+        title, symptoms = (shown.get(idx) or index.get(("e", idx)))[:2]
         matched = symptoms[line] if symptoms and line is not None and 0 <= line < len(symptoms) else (
             symptoms[0] if symptoms else "")
         hits.append(Hit(ids[idx], title, head["areas"][idx], score, matched,

@@ -52,8 +52,8 @@ def index_data(kb, table: dict | None, data_dir: str = embed.DATA_DIR) -> dict:
     `table` is the token table the browser will read (see `_token_files`), None for words only."""
     # the browser embeds a query with the static token vectors, so the entries' vectors must come from them too
     header, records = search.index_parts(kb, embedder=embed.load(data_dir) if table else None, dense=bool(table))
-    terms = list(header["idf"])  # a list, not an object: JS would reorder integer-like keys ("10")
-    postings = [[x for idx, tf in records[("p", t)] for x in (idx, tf)] for t in terms]
+    terms = [name for kind, name in records if kind == "p"]  # a list, not an object: JS would reorder "10"
+    postings = [[x for idx, tf in records[("p", t)][1] for x in (idx, tf)] for t in terms]
     n = len(header["ids"])
     entries = [records[("e", i)] for i in range(n)]
     data = {
@@ -67,7 +67,7 @@ def index_data(kb, table: dict | None, data_dir: str = embed.DATA_DIR) -> dict:
         "ids": header["ids"], "areas": header["areas"],
         "titles": [e[0] for e in entries], "symptoms": [e[1] for e in entries],
         "line_terms": [e[2] for e in entries],
-        "terms": terms, "idf": [header["idf"][t] for t in terms], "postings": postings,
+        "terms": terms, "idf": [records[("p", t)][0] for t in terms], "postings": postings,
         "phrases": [[list(k), v] for k, v in header["phrases"].items()], "longest": header["longest"],
         "lengths": header["lengths"], "avg_length": header["avg_length"],
         "dense": None, "embed": None,

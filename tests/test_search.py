@@ -53,8 +53,8 @@ def test_real_words_no_entry_uses_get_guesses_marked_low_confidence():
 
 
 def test_typos_and_run_together_words_are_corrected():
-    from kb_tools.search import correct, spelling_vocab
-    vocab, idf = spelling_vocab(INDEX), INDEX.header["idf"]
+    from kb_tools.search import correct, spelling_vocab, term_idf
+    vocab, idf = spelling_vocab(INDEX), (lambda term: term_idf(INDEX, term))
     assert correct("optimzer", vocab, idf) == ["optimizer"]
     assert correct("graident", vocab, idf) == ["~gradient"]
     assert correct("softmx", vocab, idf) == ["~softmax"]        # a synonym word maps to its concept
