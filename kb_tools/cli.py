@@ -8,46 +8,25 @@ from __future__ import annotations
 import os
 import sys
 
+from .fastpath import (EXIT_FAIL, EXIT_OK, SEARCH_OPTIONS, cmd_search, fail_if_invalid, guarded,
+                       print_json, quick_search_args, style)
 from .model import AREAS
-
-from .fastpath import SEARCH_OPTIONS, quick_search_args, to_json
 from .util import KBError, UsageError, did_you_mean
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
-
-# ---------------------------------------------------------------- output helpers
-
-def _use_colour(stream) -> bool:
-    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
-def _style(text: str, code: str, stream=None) -> str:
-    return f"\033[{code}m{text}\033[0m" if _use_colour(stream or sys.stdout) else text
-
-
-def _print_json(value) -> None:
-    sys.stdout.write(to_json(value) + "\n")
-
+# ---------------------------------------------------------------- helpers (the output ones live in fastpath.py)
 
 def _load(args, require_clean: bool = True):
     from .load import load_kb
     kb = load_kb(args.kb)
     if require_clean:
-        _fail_if_invalid(kb.problems)
+        fail_if_invalid(kb.problems)
     return kb
-
-
-def _fail_if_invalid(problems) -> None:
-    """An invalid KB stops a command with its first problem, in one line."""
-    if problems:
-        more = f" (and {len(problems) - 1} more; run `kb check`)" if len(problems) > 1 else ""
-        raise KBError(f"the KB is invalid: {problems[0]}{more}")
 
 
 def _refuse_bundled(root: str) -> None:
     """Commands that write into the KB never write into the copy installed with the package."""
-    from .load import bundled_kb
+    from .locate import bundled_kb
     if bundled_kb(root):
         raise KBError(f"{root}: the copy of the KB installed with the package is never written; "
                       f"run kb from a checkout or pass --kb DIR")
@@ -68,7 +47,7 @@ def cmd_check(args) -> int:
     for problem in kb.problems:
         print(problem)
     if args.json:
-        _print_json({"entries": len(kb.entries), "quotes": len(kb.quotes), "sources": len(kb.sources),
+        print_json({"entries": len(kb.entries), "quotes": len(kb.quotes), "sources": len(kb.sources),
                      "problems": [p.to_dict() for p in kb.problems]})
     elif not kb.problems:
         print(f"ok: {len(kb.entries)} entries, {len(kb.quotes)} quotes, {len(kb.sources)} sources")
@@ -77,37 +56,7 @@ def cmd_check(args) -> int:
     return EXIT_FAIL if kb.problems else EXIT_OK
 
 
-def cmd_search(args) -> int:
-    """Rank entries for a symptom query."""
-    from .search import dense_unavailable, load_index, search
-    query = " ".join(args.query)
-    if args.limit < 1:
-        raise UsageError("--limit must be at least 1")
-    if args.from_lint:
-        return _search_from_lint(args, query)
-    if not query.strip():
-        raise UsageError("empty query: describe what you see, e.g. kb search \"loss flat\" (or give --from-lint FILE)")
-    index = load_index(args.kb, dense=not args.lexical)
-    _fail_if_invalid(index.header["problems"])
-    hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
-    why = None if args.lexical else dense_unavailable(index)
-    if why:
-        print(f"kb: lexical ranking only: {why}", file=sys.stderr)
-    if args.json:
-        _print_json([h.to_json() for h in hits])
-        return EXIT_OK
-    if not hits:
-        print("no entry shares a word with that query; try the words you see in the log, e.g. \"loss flat\"")
-        return EXIT_OK
-    width = max(len(h.id) for h in hits)
-    for n, hit in enumerate(hits, 1):
-        flag = "  (low confidence)" if hit.low_confidence else ""
-        print(f"{n:2d}. {_style(hit.id.ljust(width), '1')}  {hit.title}  [{hit.area}]  {hit.score:.0f}{flag}")
-        print(f"    {_style('matched:', '2')} {hit.matched}")
-    return EXIT_OK
-
-
-def _search_from_lint(args, query: str) -> int:
+def search_from_lint(args, query: str) -> int:
     """The entries behind what `kb lint` finds in a script, in the order of their first finding."""
     from .lint import lint_paths
     kb = _load(args)
@@ -123,14 +72,14 @@ def _search_from_lint(args, query: str) -> int:
         hit["score"] += 1
     shown = list(hits.values())[:args.limit]
     if args.json:
-        _print_json(shown)
+        print_json(shown)
         return EXIT_OK
     if not shown:
         print(f"kb lint finds none of the KB's mistakes in {args.from_lint}")
     for n, hit in enumerate(shown, 1):
-        print(f"{n:2d}. {_style(hit['id'], '1')}  {hit['title']}  [{hit['area']}]  "
+        print(f"{n:2d}. {style(hit['id'], '1')}  {hit['title']}  [{hit['area']}]  "
               f"{hit['score']} finding{'s' if hit['score'] != 1 else ''}")
-        print(f"    {_style('found:', '2')} {hit['matched']}")
+        print(f"    {style('found:', '2')} {hit['matched']}")
     return EXIT_OK
 
 
@@ -141,7 +90,7 @@ def cmd_lint(args) -> int:
     if args.list_rules:
         rows = [{"code": code, "name": name, "entry": entry} for code, (name, entry, _) in RULES.items()]
         if args.json:
-            _print_json(rows)
+            print_json(rows)
         else:
             for r in rows:
                 print(f"{r['code']}  {r['name']:<38} kb show {r['entry']}")
@@ -153,10 +102,10 @@ def cmd_lint(args) -> int:
         print(f"kb lint: no Python files under {', '.join(args.paths)}", file=sys.stderr)
     findings = lint_paths(files, split(args.select), split(args.ignore))
     if args.json:
-        _print_json([f.to_dict() for f in findings])
+        print_json([f.to_dict() for f in findings])
     else:
         for f in findings:
-            print(str(f).replace(f" {f.code} ", f" {_style(f.code, '1;31')} ", 1))
+            print(str(f).replace(f" {f.code} ", f" {style(f.code, '1;31')} ", 1))
         if findings:
             print(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}", file=sys.stderr)
     return EXIT_FAIL if findings else EXIT_OK
@@ -169,9 +118,9 @@ def cmd_show(args) -> int:
     e = _entry_or_fail(kb, args.id)
     if args.json:
         from .agents import entry_json
-        _print_json(entry_json(e))
+        print_json(entry_json(e))
         return EXIT_OK
-    print(_style(f"{e.id}: {e.title}", "1"))
+    print(style(f"{e.id}: {e.title}", "1"))
     print(f"area: {e.area}   tags: {', '.join(e.tags)}" + (f"   aliases: {', '.join(e.aliases)}" if e.aliases else ""))
     print(f"file: {e.path}")
     sections = [("Symptoms", "\n".join(f"- {s}" for s in e.symptoms)), ("Why it happens", e.cause),
@@ -186,7 +135,7 @@ def cmd_show(args) -> int:
                     else f"   (or: kb snippet {e.id} | python)"))]
     for heading, body in sections:
         if body:
-            print(f"\n{_style(heading, '1;4')}\n{body.strip()}")
+            print(f"\n{style(heading, '1;4')}\n{body.strip()}")
     return EXIT_OK
 
 
@@ -235,7 +184,7 @@ def cmd_eval(args) -> int:
     queries = load_queries(path)
     report = evaluate(build_index(kb), queries)
     if args.json:
-        _print_json(report)
+        print_json(report)
     else:
         print(f"{report['queries']} queries: hit@1 {report['hit@1']:.3f}  hit@3 {report['hit@3']:.3f}  "
               f"MRR {report['mrr']:.3f}")
@@ -253,7 +202,7 @@ def cmd_list(args) -> int:
     kb = _load(args)
     entries = [e for e in kb.entries.values() if args.area is None or e.area == args.area]
     if args.json:
-        _print_json([{"id": e.id, "title": e.title, "area": e.area} for e in entries])
+        print_json([{"id": e.id, "title": e.title, "area": e.area} for e in entries])
         return EXIT_OK
     width = max((len(e.id) for e in entries), default=0)
     for e in sorted(entries, key=lambda e: (AREAS.index(e.area) if e.area in AREAS else 99, e.id)):
@@ -268,7 +217,7 @@ def cmd_build(args) -> int:
     report = build_site(kb, out_dir=args.out, work_dir=args.work, results_path=args.results,
                         site_url=args.site_url, repo_url=args.repo_url, edit_uri=args.edit_uri)
     if args.json:
-        _print_json(report.to_dict())
+        print_json(report.to_dict())
     else:
         print(f"built {report.pages} pages ({report.entries} entries, {report.sources} sources, "
               f"{report.quotes} quotes, {report.redirects} alias redirects) into {report.out} "
@@ -308,14 +257,14 @@ def cmd_verify(args) -> int:
         out["ok"] = ok
         out["problems"] = [str(p) for p in broken]
         out["fixed_files"] = fixed
-        _print_json(out)
+        print_json(out)
         return EXIT_OK if ok else EXIT_FAIL
     for rel in fixed:
         print(f"fixed lines in {rel}")
     for p in broken:
         print(p)
     for d in report.defects + report.unchecked:
-        print(str(d).replace(f": {d.kind}: ", f": {_style(d.kind, '1;31' if d.kind != 'unchecked' else '33')}: ", 1))
+        print(str(d).replace(f": {d.kind}: ", f": {style(d.kind, '1;31' if d.kind != 'unchecked' else '33')}: ", 1))
     versions = ", ".join(f"{name} {v or 'not installed'}" for name, v in sorted(report.packages.items()))
     print(f"{report.quotes} quotes: {report.passed} verbatim, {len(report.defects)} failed, "
           f"{len(report.unchecked)} unchecked" + (" (--strict: fails)" if args.strict and report.unchecked else "")
@@ -332,7 +281,7 @@ def cmd_context(args) -> int:
         raise UsageError("--limit must be at least 1")
     result = context(args.kb, " ".join(args.query), budget=args.budget, limit=args.limit, area=args.area)
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         sys.stdout.write(result["markdown"])
     return EXIT_OK
@@ -361,7 +310,7 @@ def cmd_mcp(args) -> int:
 def cmd_evidence_add(args) -> int:
     """Cache a web page or local file as a source under evidence/, with provenance."""
     from .evidence import add_evidence
-    from .load import evidence_dir, find_kb_root
+    from .locate import evidence_dir, find_kb_root
     root = find_kb_root(args.kb)
     _refuse_bundled(root)
     result = add_evidence(args.target, args.id, evidence_dir(root), title=args.title, author=args.author,
@@ -370,7 +319,7 @@ def cmd_evidence_add(args) -> int:
                           kind=args.kind, retells={"title": args.retells_title, "author": args.retells_author,
                                                    "url": args.retells_url})
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         print(f"wrote {result['path']} ({result['lines']} lines, {result['content_type']}, sha256 {result['sha256'][:12]})")
     return EXIT_OK
@@ -638,39 +587,17 @@ def build_parser(only: str | None = None):
 
 
 def main(argv=None) -> int:
-    if sys.stdout is None or sys.stderr is None:  # started with a standard stream closed
-        if sys.stderr is not None:
-            print("kb: standard output is closed; nothing to write to", file=sys.stderr)
-        return EXIT_FAIL
-    try:
-        argv = sys.argv[1:] if argv is None else argv
+    """`kb` with `argv` (default sys.argv[1:]): a plain search through the quick parser, anything else through argparse."""
+    argv = sys.argv[1:] if argv is None else argv
+
+    def run() -> int:
         quick = quick_search_args(argv)
         if quick is not None:
             from types import SimpleNamespace
-            args = SimpleNamespace(**quick, func=cmd_search)
-        else:
-            args = build_parser(command_named(argv)).parse_args(argv)
-        code = args.func(args)
-        sys.stdout.flush()  # a full disk or closed pipe shows here, not after main returns
-        return code
-    except KBError as exc:  # every user-facing failure, mapped to its exit code here and only here
-        msg = str(exc)
-        print(msg if msg.startswith("kb") else f"kb: {msg}", file=sys.stderr)
-        return exc.exit_code
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except OSError as exc:  # the output cannot be written (a full disk, /dev/full)
-        if exc.filename is not None:
-            raise
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        print(f"kb: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_FAIL
-    except KeyboardInterrupt:
-        return 130
+            return cmd_search(SimpleNamespace(**quick))
+        args = build_parser(command_named(argv)).parse_args(argv)
+        return args.func(args)
+    return guarded(run)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
-"""The start-up fast path of `kb`: what runs before the command is known.
+"""The start-up fast path of `kb`: what runs before the command is known, and the search command.
 
 `kb search` is typed many times a day and called by coding agents in loops, so a
-cached search must cost little more than Python's own start-up. Three things here
-exist only for that, and this module is the fence around them: nothing in it may
-import argparse, re or json (each costs more than the search itself; a test
-checks that a plain search imports none of them).
+cached search must cost little more than Python's own start-up. What is here
+exists for that, and this module is the fence around it: nothing in it may
+import argparse, re or json (each costs more than the search itself), and a
+plain search imports neither cli.py nor the KB parser and schema (load.py,
+model.py); a test checks both.
 
 - `SEARCH_OPTIONS`: the one declaration of `kb search`'s options. The quick
   parser below reads it, and cli.py builds the argparse parser from it, so the
@@ -12,14 +13,14 @@ checks that a plain search imports none of them).
 - `quick_search_args`: reads a well-formed `kb search ...` call without argparse;
   anything else (help, a mistake, another command) goes to argparse.
 - `to_json`: writes `--json` output without the json module.
+- `cmd_search` and the output helpers it shares with cli.py; `guarded`, the one
+  place a command's failure becomes a line on stderr and an exit code.
 - `launch`: what bin/kb runs (a launcher of its own: a generated entry point
   imports `re`).
 """
 from __future__ import annotations
 
-from .model import AREAS
-
-# kb search's options: (flags, attribute, value type or "flag", default, help). "area" values are AREAS.
+# kb search's options: (flags, attribute, value type or "flag", default, help). "area" values are model.AREAS.
 SEARCH_OPTIONS = (
     (("--limit", "-n"), "limit", int, 10, "at most this many results (default 10)"),
     (("--area",), "area", "area", None, "only entries of this area"),
@@ -66,6 +67,7 @@ def quick_search_args(argv):
                     return None
                 value = tokens.pop(0)
             if kind == "area":
+                from .model import AREAS  # only here: a plain search does not import the schema
                 if value not in AREAS:
                     return None
             else:
@@ -110,9 +112,111 @@ def to_json(value, indent: int = 2, depth: int = 0) -> str:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
-def launch() -> int:
-    """bin/kb's entry point: a plain search skips argparse, everything else gets it."""
+# ---------------------------------------------------------------- the search command
+
+EXIT_OK, EXIT_FAIL = 0, 1  # and 2 for a usage error: util.UsageError carries it
+
+
+def use_colour(stream) -> bool:
+    import os
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def style(text: str, code: str, stream=None) -> str:
+    import sys
+    return f"\033[{code}m{text}\033[0m" if use_colour(stream or sys.stdout) else text
+
+
+def print_json(value) -> None:
+    import sys
+    sys.stdout.write(to_json(value) + "\n")
+
+
+def fail_if_invalid(problems) -> None:
+    """An invalid KB stops a command with its first problem, in one line."""
+    from .util import KBError
+    if problems:
+        more = f" (and {len(problems) - 1} more; run `kb check`)" if len(problems) > 1 else ""
+        raise KBError(f"the KB is invalid: {problems[0]}{more}")
+
+
+def cmd_search(args) -> int:
+    """Rank entries for a symptom query."""
     import sys
 
-    from .cli import main
-    return main(sys.argv[1:])
+    from .search import dense_unavailable, load_index, search
+    from .util import UsageError
+    query = " ".join(args.query)
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    if args.from_lint:
+        from .cli import search_from_lint
+        return search_from_lint(args, query)
+    if not query.strip():
+        raise UsageError("empty query: describe what you see, e.g. kb search \"loss flat\" (or give --from-lint FILE)")
+    index = load_index(args.kb, dense=not args.lexical)
+    fail_if_invalid(index.header["problems"])
+    hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
+    why = None if args.lexical else dense_unavailable(index)
+    if why:
+        print(f"kb: lexical ranking only: {why}", file=sys.stderr)
+    if args.json:
+        print_json([h.to_json() for h in hits])
+        return EXIT_OK
+    if not hits:
+        print("no entry shares a word with that query; try the words you see in the log, e.g. \"loss flat\"")
+        return EXIT_OK
+    width = max(len(h.id) for h in hits)
+    for n, hit in enumerate(hits, 1):
+        flag = "  (low confidence)" if hit.low_confidence else ""
+        print(f"{n:2d}. {style(hit.id.ljust(width), '1')}  {hit.title}  [{hit.area}]  {hit.score:.0f}{flag}")
+        print(f"    {style('matched:', '2')} {hit.matched}")
+    return EXIT_OK
+
+
+def guarded(command) -> int:
+    """`command()`'s exit code, with every user-facing failure mapped to one line on stderr and its
+    exit code (here and only here); never a traceback for a closed pipe, a full disk or Ctrl-C."""
+    import os
+    import sys
+
+    from .util import KBError
+    if sys.stdout is None or sys.stderr is None:  # started with a standard stream closed
+        if sys.stderr is not None:
+            print("kb: standard output is closed; nothing to write to", file=sys.stderr)
+        return EXIT_FAIL
+    try:
+        code = command()
+        sys.stdout.flush()  # a full disk or closed pipe shows here, not after main returns
+        return code
+    except KBError as exc:
+        msg = str(exc)
+        print(msg if msg.startswith("kb") else f"kb: {msg}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except OSError as exc:  # the output cannot be written (a full disk, /dev/full)
+        if exc.filename is not None:
+            raise
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        print(f"kb: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        return 130
+
+
+def launch() -> int:
+    """bin/kb's entry point: a plain search runs from here (neither argparse nor cli.py's other
+    commands are imported); everything else goes to cli.main."""
+    import sys
+    argv = sys.argv[1:]
+    quick = quick_search_args(argv)
+    if quick is None:
+        from .cli import main
+        return main(argv)
+    from types import SimpleNamespace
+    return guarded(lambda: cmd_search(SimpleNamespace(**quick)))

@@ -145,16 +145,16 @@ def test_check_clean_kb(fixture_kb):
 def test_no_colour_when_piped_or_no_color(fixture_kb, monkeypatch):
     r = kb("--kb", fixture_kb, "search", "loss flat")
     assert "\x1b[" not in r.stdout and "alpha-bug" in r.stdout
-    from kb_tools.cli import _use_colour
+    from kb_tools.fastpath import use_colour
 
     class Terminal:
         def isatty(self):
             return True
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    assert _use_colour(Terminal())
+    assert use_colour(Terminal())
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not _use_colour(Terminal())
+    assert not use_colour(Terminal())
 
 
 @pytest.mark.parametrize("args", [["search", "loss flat"], ["search", "loss flat", "--json", "-n", "3"],
@@ -170,6 +170,24 @@ def test_search_path_imports_no_heavy_modules(fixture_kb, tmp_path, args):
              "assert rc == 0 and not bad, (rc, bad)\nprint('clean')")
     env = {**os.environ, "KB_CACHE_DIR": str(tmp_path / "cache")}
     subprocess.run([sys.executable, "-m", "kb_tools", "--kb", fixture_kb, *args], capture_output=True, env=env)
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0 and "clean" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("extra", [[], ["--lexical"], ["--json", "-n", "3"]])
+def test_a_cached_search_imports_neither_the_cli_nor_the_parser(fixture_kb, tmp_path, extra):
+    """bin/kb's launcher runs a plain search without cli.py, load.py (the YAML parser and the
+    schema) or model.py: the start-up cost the lexical path is measured on."""
+    args = ["--kb", fixture_kb, "search", "loss flat", *extra]
+    probe = ("import sys, io, contextlib\n"
+             f"sys.argv = ['kb', *{args!r}]\n"
+             "from kb_tools.fastpath import launch\n"
+             "with contextlib.redirect_stdout(io.StringIO()) as out: rc = launch()\n"
+             "banned = ('kb_tools.cli', 'kb_tools.load', 'kb_tools.model', 'argparse', 're', 'json', 'yaml')\n"
+             "bad = [m for m in banned if m in sys.modules]\n"
+             "assert rc == 0 and 'alpha-bug' in out.getvalue() and not bad, (rc, bad)\nprint('clean')")
+    env = {**os.environ, "KB_CACHE_DIR": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-m", "kb_tools", *args], capture_output=True, env=env)  # builds the cache
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=env)
     assert r.returncode == 0 and "clean" in r.stdout, r.stderr
 
