@@ -68,7 +68,8 @@ def generate_kb(src_kb: str, dest: str, count: int) -> str:
 
     rng = random.Random(0)
     shipped = list(load_kb(src_kb, use_cache=False).entries.values())
-    words = sorted({w for e in shipped for s in e.symptoms for w in s.split()})
+    # plain words only: "see" before a kebab-case word, or a code span, would read as a mention of an entry (KB025)
+    words = sorted({w for e in shipped for s in e.symptoms for w in s.split() if w.isalpha() and w.lower() != "see"})
     kb_dir = os.path.join(dest, "kb")
     for n in range(count):
         e = shipped[n % len(shipped)]
