@@ -3,7 +3,8 @@
 Each cache file is sealed: framed with its length and a crc32 that is checked on
 every read, so a truncated, overwritten or bit-flipped file is rebuilt, never
 trusted. Keys are the KB files' signature (see locate.kb_signature): any write to
-a KB file makes every cache stale. Nothing here knows what a KB is.
+a KB file makes every cache stale. Only `cached_table` builds anything from a KB,
+through load.load_kb, imported on a miss alone.
 """
 from __future__ import annotations
 

@@ -158,8 +158,8 @@ def terms(text: str, phrases: dict, longest: int) -> list:
 def index_parts(kb, embedder=None, dense: bool = True) -> tuple:
     """The index as (header, records): plain, marshal-able data.
 
-    The header holds what every query needs (ids, IDF, phrase table, lengths,
-    areas and tags for filters); records hold what a query reads selectively:
+    The header holds what every query needs (ids, phrase table, lengths, areas
+    and tags for filters); records hold what a query reads selectively:
     ("p", term) -> (IDF, postings [(entry, weighted tf)]), ("e", entry) -> (title,
     symptoms, each symptom's terms, each symptom's IDF mass). A term is known when
     it has a "p" record; its IDF is read with its postings, so opening the index
