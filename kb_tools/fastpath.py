@@ -20,6 +20,11 @@ model.py); a test checks both.
 """
 from __future__ import annotations
 
+import os
+import sys
+
+from .util import KBError, UsageError
+
 # kb search's options: (flags, attribute, value type or "flag", default, help). "area" values are model.AREAS.
 SEARCH_OPTIONS = (
     (("--limit", "-n"), "limit", int, 10, "at most this many results (default 10)"),
@@ -118,23 +123,19 @@ EXIT_OK, EXIT_FAIL = 0, 1  # and 2 for a usage error: util.UsageError carries it
 
 
 def use_colour(stream) -> bool:
-    import os
     return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 def style(text: str, code: str, stream=None) -> str:
-    import sys
     return f"\033[{code}m{text}\033[0m" if use_colour(stream or sys.stdout) else text
 
 
 def print_json(value) -> None:
-    import sys
     sys.stdout.write(to_json(value) + "\n")
 
 
 def fail_if_invalid(problems) -> None:
     """An invalid KB stops a command with its first problem, in one line."""
-    from .util import KBError
     if problems:
         more = f" (and {len(problems) - 1} more; run `kb check`)" if len(problems) > 1 else ""
         raise KBError(f"the KB is invalid: {problems[0]}{more}")
@@ -142,10 +143,7 @@ def fail_if_invalid(problems) -> None:
 
 def cmd_search(args) -> int:
     """Rank entries for a symptom query."""
-    import sys
-
     from .search import dense_unavailable, load_index, search
-    from .util import UsageError
     query = " ".join(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -177,10 +175,6 @@ def cmd_search(args) -> int:
 def guarded(command) -> int:
     """`command()`'s exit code, with every user-facing failure mapped to one line on stderr and its
     exit code (here and only here); never a traceback for a closed pipe, a full disk or Ctrl-C."""
-    import os
-    import sys
-
-    from .util import KBError
     if sys.stdout is None or sys.stderr is None:  # started with a standard stream closed
         if sys.stderr is not None:
             print("kb: standard output is closed; nothing to write to", file=sys.stderr)
@@ -212,7 +206,6 @@ def guarded(command) -> int:
 def launch() -> int:
     """bin/kb's entry point: a plain search runs from here (neither argparse nor cli.py's other
     commands are imported); everything else goes to cli.main."""
-    import sys
     argv = sys.argv[1:]
     quick = quick_search_args(argv)
     if quick is None:
