@@ -9,7 +9,7 @@ import os
 import sys
 
 from .fastpath import (EXIT_FAIL, EXIT_OK, SEARCH_OPTIONS, cmd_search, fail_if_invalid, guarded,
-                       print_json, quick_search_args, style)
+                       print_json, run_quick_search, style)
 from .model import AREAS
 from .util import KBError, UsageError, did_you_mean
 
@@ -591,10 +591,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
 
     def run() -> int:
-        quick = quick_search_args(argv)
-        if quick is not None:
-            from types import SimpleNamespace
-            return cmd_search(SimpleNamespace(**quick))
+        code = run_quick_search(argv)
+        if code is not None:
+            return code
         args = build_parser(command_named(argv)).parse_args(argv)
         return args.func(args)
     return guarded(run)

@@ -13,8 +13,9 @@ model.py); a test checks both.
 - `quick_search_args`: reads a well-formed `kb search ...` call without argparse;
   anything else (help, a mistake, another command) goes to argparse.
 - `to_json`: writes `--json` output without the json module.
-- `cmd_search` and the output helpers it shares with cli.py; `guarded`, the one
-  place a command's failure becomes a line on stderr and an exit code.
+- `cmd_search` and the output helpers it shares with cli.py; `run_quick_search`,
+  which cli.main calls too; `guarded`, the one place a command's failure becomes
+  a line on stderr and an exit code.
 - `launch`: what bin/kb runs (a launcher of its own: a generated entry point
   imports `re`).
 """
@@ -203,13 +204,22 @@ def guarded(command) -> int:
         return 130
 
 
+def run_quick_search(argv):
+    """The exit code of `argv` run as a plain `kb search`, or None when argv is something
+    else (help, a mistake, another command), which argparse then reads."""
+    quick = quick_search_args(argv)
+    if quick is None:
+        return None
+    from types import SimpleNamespace
+    return cmd_search(SimpleNamespace(**quick))
+
+
 def launch() -> int:
     """bin/kb's entry point: a plain search runs from here (neither argparse nor cli.py's other
     commands are imported); everything else goes to cli.main."""
     argv = sys.argv[1:]
-    quick = quick_search_args(argv)
-    if quick is None:
+    code = guarded(lambda: run_quick_search(argv))
+    if code is None:  # not a plain search
         from .cli import main
         return main(argv)
-    from types import SimpleNamespace
-    return guarded(lambda: cmd_search(SimpleNamespace(**quick)))
+    return code

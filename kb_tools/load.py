@@ -1,4 +1,4 @@
-"""Find, parse and validate a knowledge base; cache the result for the search path.
+"""Parse and validate a knowledge base (found by locate.py); cache the result.
 
 Every problem is collected (never the first one only) and carries a stable code
 so users can look it up the way they look up a linter's rule. Parsing YAML is the

@@ -146,7 +146,6 @@ def test_exclusive_write_lets_exactly_one_of_racing_writers_win(tmp_path):
     assert os.listdir(tmp_path) == ["one.md"]  # no temporary file left behind
 
 
-
 def test_a_table_key_is_the_same_bytes_whoever_else_holds_its_signature(kb_dir):
     """The key is compared as bytes; marshal's newer formats write other bytes for an equal
     signature once something else references its parts, which would rebuild for nothing."""

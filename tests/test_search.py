@@ -152,7 +152,8 @@ def test_dense_side_alone_finds_real_reports():
         scores = dense_scores(INDEX, query)
         return [INDEX.header["ids"][i] for i in sorted(scores, key=lambda i: -scores[i][0])[:limit]]
     report = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")), dense_only)
-    # measured: hit@3 0.842 (before adaptation 0.767; the whole model 0.815)
+    # measured: hit@3 0.824 with 111 entries (0.842 with 107 on 146 reports; before adaptation 0.767; the
+    # whole model 0.815)
     assert report["hit@3"] >= 0.82, report["misses"][:5]
 
 
