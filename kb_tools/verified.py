@@ -121,6 +121,15 @@ def _when(run: dict) -> str:
     return run["date"][:16].replace("T", " ") + " UTC"
 
 
+def _devices_and_torch(devices: list, runs: dict) -> str:
+    """"cpu, GPU with torch T", or each device with its own torch when the runs used different
+    releases (a GPU machine's torch is often not the pinned CPU one), so no run is misdated."""
+    releases = list(dict.fromkeys(runs[d]["torch"] for d in devices))
+    if len(releases) == 1:
+        return f"{', '.join(devices)} with torch {releases[0]}"
+    return "; ".join(f"{d} with torch {runs[d]['torch']}" for d in devices)
+
+
 def status(entry_id: str, current_sha: str, runs: dict | None) -> dict:
     """What an entry page says about its snippet: kind (the admonition type), title, lines."""
     mine = (runs or {}).get(entry_id) or {}
@@ -136,11 +145,9 @@ def status(entry_id: str, current_sha: str, runs: dict | None) -> dict:
             changed = "" if last["snippet_sha256"] == current_sha else " (an earlier version of the snippet)"
             lines.append(f"{d}: last passed on {_when(last)}, torch {last['torch']}{changed}")
     if failed:
-        torch = now[failed[0]]["torch"]
-        return {"kind": "failure", "title": f"Failed on {', '.join(failed)} with torch {torch}", "lines": lines}
+        return {"kind": "failure", "title": f"Failed on {_devices_and_torch(failed, now)}", "lines": lines}
     if passed:
-        torch = now[passed[0]]["torch"]
-        return {"kind": "success", "title": f"Passed on {', '.join(passed)} with torch {torch}", "lines": lines}
+        return {"kind": "success", "title": f"Passed on {_devices_and_torch(passed, now)}", "lines": lines}
     older = []
     for d, r in mine.items():
         last = r if r["outcome"] == "passed" else r.get("last_passed")

@@ -80,6 +80,14 @@ def test_status_follows_the_record_for_the_current_snippet_text(runs, kind):
     assert verified.status("a", SHA, runs)["kind"] == kind
 
 
+def test_the_title_names_each_devices_torch_when_they_differ():
+    gpu_run = dict(run(), torch="2.11.0+cu130")
+    same = verified.status("a", SHA, {"a": {"cpu": run(), GPU: run()}})["title"]
+    assert same == f"Passed on cpu, {GPU} with torch {run()['torch']}"
+    mixed = verified.status("a", SHA, {"a": {"cpu": run(), GPU: gpu_run}})["title"]
+    assert mixed == f"Passed on cpu with torch {run()['torch']}; {GPU} with torch 2.11.0+cu130"
+
+
 @pytest.mark.parametrize("mutate, field", [
     (lambda d: d["entries"]["a"]["cpu"].update(outcome="skipped"), "entries.a.cpu.outcome"),
     (lambda d: d["entries"]["a"]["cpu"].update(snippet_sha256="xyz"), "entries.a.cpu.snippet_sha256"),
