@@ -111,9 +111,11 @@ def main() -> int:
     model = embed.load_model(embed.installed_model_dir() or "")
     model_index = build_index(kb, model) if model is not None and index.header.get("dense") else None
     queries = [q for path in args.queries for q in load_queries(path)]
-    table = rankers(kb, index, model_index)
-    if args.only:
-        table = {k: v for k, v in table.items() if k in args.only.split(",")}
+    every = rankers(kb, index, model_index)
+    for name in ([args.misses] if args.misses else []) + (args.only.split(",") if args.only else []):
+        if name not in every:
+            parser.error(f"unknown ranker {name!r}; known: {', '.join(every)}")
+    table = {k: v for k, v in every.items() if not args.only or k in args.only.split(",")}
     print(f"{len(queries)} queries over {len(kb.entries)} entries ({', '.join(map(os.path.basename, args.queries))})\n")
     print("| ranker | hit@1 | hit@3 | MRR | ms/query |")
     print("|---|---|---|---|---|")
@@ -126,7 +128,7 @@ def main() -> int:
                  for lo, hi in [interval(found, k)]]
         print(f"| {name} | " + " | ".join(cells) + f" | {ms:.2f} |")
     if args.misses:
-        report = evaluate(index, queries, table[args.misses])
+        report = evaluate(index, queries, every[args.misses])
         print()
         for miss in report["misses"]:
             print(f"rank {miss['rank']}: {miss['query'][:110]!r}\n    want {miss['expect']} got {miss['above']}")
