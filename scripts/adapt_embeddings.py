@@ -19,6 +19,12 @@ Adam, seeded; needs torch and numpy:
 
     python scripts/adapt_embeddings.py --base <step 2's folder> [--holdout 0.2]
 
+`--real FILE` (repeatable) adds labelled real users' reports ({queries: [{query, expect}]}, e.g.
+scripts/data/real_reports_train.yaml and the dev split; the frozen test split is refused). Each
+may name several acceptable entries, so its loss asks for any of them; `--real-weight` sets the
+real reports' mean loss against the self-written reports' mean loss. bench/adapt_cv.py measures
+what they add, cross-validated by thread.
+
 `--holdout` keeps a share of the reports out of the fit and prints how often their entry is in
 the top 3 before and after, to choose the epochs without the real-report splits. It prints each
 written file's sha256 (kb_tools/embeddings/README.md lists them).
@@ -52,6 +58,26 @@ def load_reports(path: str, known: set) -> list:
     return [(text, eid) for eid, texts in data.items() for text in texts]
 
 
+FROZEN = os.path.join(ROOT, "tests", "real_reports", "test.yaml")
+
+
+def load_real(path: str, known: set) -> list:
+    """(report, [acceptable entry ids]) pairs from a labelled real-report file; a report from a
+    thread of the frozen test split is refused (that split is reported on, never fitted on)."""
+    import yaml
+    from split_reports import thread_key
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)["queries"]
+    unknown = sorted({e for q in data for e in q["expect"]} - known)
+    if unknown:
+        sys.exit(f"adapt_embeddings: {path}: no such entries: {', '.join(unknown)}")
+    with open(FROZEN, encoding="utf-8") as fh:
+        frozen = {thread_key(q["source"]) for q in yaml.safe_load(fh)["queries"]}
+    if any(thread_key(q.get("source", "")) in frozen for q in data):
+        sys.exit(f"adapt_embeddings: {path}: holds reports of the frozen test split")
+    return [(q["query"], q["expect"]) for q in data]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="folder with step 2's static-minilm.* files")
@@ -62,6 +88,11 @@ def main() -> int:
     parser.add_argument("--lr", type=float, default=0.001)
     parser.add_argument("--stay", type=float, default=3.0, help="weight of the keep-near-the-start penalty")
     parser.add_argument("--holdout", type=float, default=0.0, help="share of reports kept out of the fit")
+    parser.add_argument("--real", action="append", default=[], metavar="YAML",
+                        help="labelled real reports ({queries: [{query, expect}]}) to fit as well; "
+                             "never the evaluation splits")
+    parser.add_argument("--real-weight", type=float, default=1.0,
+                        help="weight of the real reports' loss against the self-written ones'")
     parser.add_argument("--keep", type=float, default=0.6,
                         help="each epoch, keep each report token with this probability (token dropout)")
     args = parser.parse_args()
@@ -84,10 +115,13 @@ def main() -> int:
             lines.append(text)
             owners.append(position[entry.id])
     pairs = load_reports(args.reports, set(entry_ids))
+    real = [(text, [position[e] for e in expect]) for path in args.real
+            for text, expect in load_real(path, set(entry_ids))]
     order = list(range(len(pairs)))
     random.Random(SEED).shuffle(order)
     held = set(order[: int(len(pairs) * args.holdout)])
-    print(f"{len(pairs)} reports ({len(held)} held out), {len(lines)} entry lines", file=sys.stderr)
+    print(f"{len(pairs)} reports ({len(held)} held out), {len(real)} real reports, {len(lines)} entry lines",
+          file=sys.stderr)
 
     def tokens(texts):
         ids = [base.token_ids(t) for t in texts]
@@ -108,7 +142,15 @@ def main() -> int:
     for n in range(len(entry_ids)):
         mine = [i for i, o in enumerate(owners) if o == n]
         slots[n, :len(mine)] = torch.tensor(mine)
-    used = torch.unique(torch.cat([line_tokens[0], report_tokens[0]]))
+    if real:
+        real_tokens = tokens([t for t, _ in real])
+        # a real report may name several acceptable entries: the loss asks for any of them
+        real_targets = torch.zeros(len(real), len(entry_ids), dtype=torch.bool)
+        for n, (_, expect) in enumerate(real):
+            real_targets[n, expect] = True
+        used = torch.unique(torch.cat([line_tokens[0], report_tokens[0], real_tokens[0]]))
+    else:
+        used = torch.unique(torch.cat([line_tokens[0], report_tokens[0]]))
     fit = torch.tensor([i for i in range(len(pairs)) if i not in held])
     kept = torch.tensor(sorted(held), dtype=torch.long)
     start_size = (start[used] ** 2).sum(1).mean()
@@ -142,6 +184,14 @@ def main() -> int:
             chosen = torch.rand(len(flat)) < args.keep
             flat, owner = flat[chosen], owner[chosen]
         loss = torch.nn.functional.cross_entropy(entry_logits(flat, owner, n)[fit], target[fit])
+        if real:
+            flat, owner, n = real_tokens
+            if args.keep < 1.0:
+                chosen = torch.rand(len(flat)) < args.keep
+                flat, owner = flat[chosen], owner[chosen]
+            logits = entry_logits(flat, owner, n)
+            wanted = logits.masked_fill(~real_targets, float("-inf")).logsumexp(1)
+            loss = loss + args.real_weight * (logits.logsumexp(1) - wanted).mean()
         # built after the loss, as when the shipped files were made: the graph's order sets the order
         # the gradients are summed in, and so the output's bytes
         drift = ((rows[used] - start[used]) ** 2).sum(1).mean() / start_size

@@ -1,0 +1,97 @@
+"""Cross-validated gain of fitting the static vectors on labelled real reports as well.
+
+`scripts/adapt_embeddings.py --real FILE` adds real reports to the self-written ones. Whether
+that helps cannot be read off the reports it was fitted on, and the dev split alone is small, so
+this script pools labelled real-report files (never the frozen test split), cuts them into K
+folds by thread, fits once per fold without that fold, and ranks each fold's reports with the
+vectors that never saw them. The baseline is the fit on the self-written reports alone, ranked on
+the same reports. Needs torch (for the fit); slow: K fits of about 90 s each, two at a time.
+
+    python bench/adapt_cv.py --base <step 2's folder> --weight 0.3 POOL.yaml [POOL.yaml ...]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from kb_tools import embed  # noqa: E402
+from kb_tools.load import load_kb  # noqa: E402
+from kb_tools.search import build_index, evaluate, load_queries  # noqa: E402
+
+FIT = os.path.join(ROOT, "scripts", "adapt_embeddings.py")
+
+
+def fold_of(query: dict, folds: int) -> int:
+    """A thread's fold, from its URL alone: the same thread always lands in the same fold."""
+    return int(hashlib.sha256(query["source"].encode()).hexdigest(), 16) % folds
+
+
+def fit(base: str, out: str, real: list, weight: float) -> None:
+    cmd = [sys.executable, FIT, "--base", base, "--out", out]
+    if real:
+        import yaml
+        path = os.path.join(out, "real.yaml")
+        with open(path, "w", encoding="utf-8") as fh:
+            yaml.safe_dump({"queries": real}, fh, allow_unicode=True)
+        cmd += ["--real", path, "--real-weight", str(weight)]
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+def ranks(kb, vectors: str, queries: list) -> list:
+    """Each query's rank of its first acceptable entry (None past 10), hybrid ranking."""
+    index = build_index(kb, embed.load(vectors))
+    report = evaluate(index, queries)
+    missed = {m["query"]: m["rank"] for m in report["misses"]}
+    return [missed.get(q["query"], 1) for q in queries]
+
+
+def summary(found: list) -> str:
+    n = len(found)
+    return (f"hit@1 {sum(r == 1 for r in found) / n:.3f}  hit@3 {sum(1 for r in found if r and r <= 3) / n:.3f}"
+            f"  MRR {sum(1 / r for r in found if r) / n:.3f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pool", nargs="+", help="labelled real-report files (not the test split)")
+    parser.add_argument("--base", required=True, help="folder with step 2's static-minilm.* files")
+    parser.add_argument("--weight", type=float, default=0.3, help="--real-weight of the fit")
+    parser.add_argument("--folds", type=int, default=5)
+    args = parser.parse_args()
+    if any(os.path.basename(p) == "test.yaml" for p in args.pool):
+        parser.error("the frozen test split is reported on, never fitted on")
+    pool = [q for path in args.pool for q in load_queries(path)]
+    kb = load_kb(os.path.join(ROOT, "kb"), use_cache=False)
+    with tempfile.TemporaryDirectory(prefix="adapt-cv-") as tmp:
+        jobs = {"without": (os.path.join(tmp, "without"), [])}
+        for k in range(args.folds):
+            rest = [{"query": q["query"], "expect": q["expect"], "source": q["source"]}
+                    for q in pool if fold_of(q, args.folds) != k]
+            jobs[k] = (os.path.join(tmp, f"fold{k}"), rest)
+        for out, _ in jobs.values():
+            os.makedirs(out)
+        with ThreadPoolExecutor(2) as workers:
+            list(workers.map(lambda job: fit(args.base, job[0], job[1], args.weight), jobs.values()))
+            print(f"{len(jobs)} fits done", file=sys.stderr)
+        base = ranks(kb, jobs["without"][0], pool)
+        held = [None] * len(pool)
+        for k in range(args.folds):
+            mine = [i for i, q in enumerate(pool) if fold_of(q, args.folds) == k]
+            for i, r in zip(mine, ranks(kb, jobs[k][0], [pool[i] for i in mine])):
+                held[i] = r
+    print(f"{len(pool)} real reports, {args.folds} folds, weight {args.weight}")
+    print(f"self-written reports only:        {summary(base)}")
+    print(f"plus the other folds' real ones:  {summary(held)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
