@@ -165,10 +165,11 @@ def test_real_report_dev_split_stays_above_its_floor():
     report = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")))
     lexical = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")),
                        lambda q, k: [h.id for h in search(INDEX, q, k, dense=False)])
-    # Floors under what the 111-entry KB reaches with the adapted static vectors (hit@3 0.872, MRR 0.819;
-    # the tuned ones before adaptation gave 0.863 and 0.784 with 107 entries, the distilled ones 0.849 and
-    # 0.769): entries added after a report was labelled are new candidates for it (see real_reports/RELABEL.md).
-    assert report["hit@3"] >= 0.84 and report["mrr"] >= 0.78, report["misses"][:5]
+    # Floors under what the 111-entry KB reaches with the static vectors adapted to self-written and real
+    # training reports (hit@3 0.905, MRR 0.833; self-written alone 0.872 and 0.819; the tuned ones before
+    # adaptation gave 0.863 and 0.784 with 107 entries, the distilled ones 0.849 and 0.769): entries added
+    # after a report was labelled are new candidates for it (see real_reports/RELABEL.md).
+    assert report["hit@3"] >= 0.87 and report["mrr"] >= 0.80, report["misses"][:5]
     assert report["mrr"] > lexical["mrr"]
 
 
@@ -179,9 +180,9 @@ def test_dense_side_alone_finds_real_reports():
         scores = dense_scores(INDEX, query)
         return [INDEX.header["ids"][i] for i in sorted(scores, key=lambda i: -scores[i][0])[:limit]]
     report = evaluate(INDEX, load_queries(os.path.join(REAL, "dev.yaml")), dense_only)
-    # measured: hit@3 0.824 with 111 entries (0.842 with 107 on 146 reports; before adaptation 0.767; the
-    # whole model 0.815)
-    assert report["hit@3"] >= 0.82, report["misses"][:5]
+    # measured: hit@3 0.845 with 111 entries (self-written training reports alone 0.824; before adaptation
+    # 0.767 with 107 entries; the whole model 0.811)
+    assert report["hit@3"] >= 0.83, report["misses"][:5]
 
 
 def test_real_report_dev_split_with_the_whole_model_stays_above_its_floor():
