@@ -46,7 +46,7 @@ LEXICAL_SHARE = 0.5
 DENSE_BASELINE_RANK = 20
 # Confidence of a dense match: DENSE_CONFIDENCE * (cosine - DENSE_FLOOR), so a dense match alone clears
 # LOW_CONFIDENCE from cosine 0.65 up. With the shipped static vectors, the top dense hit of the real-report
-# dev split is right 93% of the time from 0.65 up (53 of 57 queries), 79% from 0.45 and in all 17 from 0.80
+# dev split is right 90% of the time from 0.65 up (56 of 62 queries), 79% from 0.45 and in all 15 from 0.80
 # (the whole model: 76%, 61% and 12 of 12); unrelated text ("how do I bake bread") scores under 0.35.
 DENSE_CONFIDENCE = 100.0
 DENSE_FLOOR = 0.30
