@@ -58,12 +58,13 @@ def load_reports(path: str, known: set) -> list:
     return [(text, eid) for eid, texts in data.items() for text in texts]
 
 
-FROZEN = os.path.join(ROOT, "tests", "real_reports", "test.yaml")
+# the real reports that measure the vectors: the frozen test split, and those collected after the fit
+MEASURING = [os.path.join(ROOT, "tests", "real_reports", name) for name in ("test.yaml", "fresh.yaml")]
 
 
 def load_real(path: str, known: set) -> list:
     """(report, [acceptable entry ids]) pairs from a labelled real-report file; a report from a
-    thread of the frozen test split is refused (that split is reported on, never fitted on)."""
+    thread of a measuring set is refused (those are reported on, never fitted on)."""
     import yaml
     from split_reports import thread_key
     with open(path, encoding="utf-8") as fh:
@@ -71,10 +72,12 @@ def load_real(path: str, known: set) -> list:
     unknown = sorted({e for q in data for e in q["expect"]} - known)
     if unknown:
         sys.exit(f"adapt_embeddings: {path}: no such entries: {', '.join(unknown)}")
-    with open(FROZEN, encoding="utf-8") as fh:
-        frozen = {thread_key(q["source"]) for q in yaml.safe_load(fh)["queries"]}
-    if any(thread_key(q.get("source", "")) in frozen for q in data):
-        sys.exit(f"adapt_embeddings: {path}: holds reports of the frozen test split")
+    measuring = set()
+    for held in MEASURING:
+        with open(held, encoding="utf-8") as fh:
+            measuring |= {thread_key(q["source"]) for q in yaml.safe_load(fh)["queries"]}
+    if any(thread_key(q.get("source", "")) in measuring for q in data):
+        sys.exit(f"adapt_embeddings: {path}: holds reports of a measuring set ({', '.join(MEASURING)})")
     return [(q["query"], q["expect"]) for q in data]
 
 
@@ -171,6 +174,14 @@ def main() -> int:
             logits = entry_logits(*report_tokens)
         return (logits[which].topk(3, dim=1).indices == target[which, None]).any(1).float().mean().item()
 
+    def dropout(flat, owner):
+        """A random subset of the reports' tokens: a report must be found from some of its words,
+        not only its rarest one."""
+        if args.keep >= 1.0:
+            return flat, owner
+        chosen = torch.rand(len(flat)) < args.keep
+        return flat[chosen], owner[chosen]
+
     opt = torch.optim.Adam([rows], lr=args.lr)
     for epoch in range(args.epochs + 1):
         if epoch % 25 == 0:
@@ -180,15 +191,11 @@ def main() -> int:
         if epoch == args.epochs:
             break
         flat, owner, n = report_tokens
-        if args.keep < 1.0:  # a report must be found from a subset of its words, not only its rarest one
-            chosen = torch.rand(len(flat)) < args.keep
-            flat, owner = flat[chosen], owner[chosen]
+        flat, owner = dropout(flat, owner)
         loss = torch.nn.functional.cross_entropy(entry_logits(flat, owner, n)[fit], target[fit])
         if real:
             flat, owner, n = real_tokens
-            if args.keep < 1.0:
-                chosen = torch.rand(len(flat)) < args.keep
-                flat, owner = flat[chosen], owner[chosen]
+            flat, owner = dropout(flat, owner)
             logits = entry_logits(flat, owner, n)
             wanted = logits.masked_fill(~real_targets, float("-inf")).logsumexp(1)
             loss = loss + args.real_weight * (logits.logsumexp(1) - wanted).mean()
