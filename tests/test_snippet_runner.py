@@ -80,3 +80,43 @@ def test_torchrun_entries_launch_two_processes(tmp_path):
     run = snippets.run_snippet(e, "cpu", timeout=120)
     assert run.passed, run.stderr
     assert "rank 0 of 2" in run.stdout and "rank 1 of 2" in run.stdout
+
+
+# A torchrun snippet whose rank 1 dies the way gloo's ranks sometimes do at exit on torch 2.13 CPU:
+# the work done and printed, then the C++ message and SIGABRT. MARK makes it happen on the first run only.
+EXIT_ABORT_SNIPPET = textwrap.dedent("""\
+    import os
+    import sys
+    rank, mark = int(os.environ["RANK"]), os.environ["KB_TEST_MARK"]
+    if rank == 0:
+        print("work done", flush=True)
+    if rank == 1 and (os.environ.get("KB_TEST_ALWAYS") or not os.path.exists(mark)):
+        open(mark, "w").close()
+        sys.stderr.write("terminate called without an active exception\\n")
+        sys.stderr.flush()
+        os.abort()
+    """)
+
+
+def test_a_torchrun_exit_abort_is_retried_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
+    e = load_entry(tmp_path, snippet=EXIT_ABORT_SNIPPET, launch="torchrun")
+    run = snippets.run_snippet(e, "cpu", timeout=120)
+    assert run.passed and run.exit_aborts == 1 and run.summary() == "work done", run.stderr[-500:]
+
+
+def test_an_exit_abort_every_time_still_fails(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
+    monkeypatch.setenv("KB_TEST_ALWAYS", "1")
+    e = load_entry(tmp_path, snippet=EXIT_ABORT_SNIPPET, launch="torchrun")
+    run = snippets.run_snippet(e, "cpu", timeout=120)
+    assert not run.passed and run.exit_aborts == 1
+
+
+def test_a_failing_assert_is_not_taken_for_an_exit_abort(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
+    e = load_entry(tmp_path, snippet=EXIT_ABORT_SNIPPET.replace('    print("work done", flush=True)\n',
+                                                                '    assert False, "planted"\n'),
+                   launch="torchrun")
+    run = snippets.run_snippet(e, "cpu", timeout=120)
+    assert not run.passed and run.exit_aborts == 0 and "planted" in run.stderr

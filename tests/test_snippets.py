@@ -48,7 +48,8 @@ class SnippetItem(pytest.Item):
         curves = verified.curves_from(run.kept)
         if curves:
             verified.write_curves(verified.default_dir(self.entry_kb_root), self.entry.id, curves, sha, torch_version())
-        print(f"{self.name}: {run.summary()} ({run.seconds:.1f}s)")
+        retried = ", retried once after the exit abort" if run.exit_aborts else ""
+        print(f"{self.name}: {run.summary()} ({run.seconds:.1f}s{retried})")
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, FiguresDrifted):
