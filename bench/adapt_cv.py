@@ -24,7 +24,8 @@ sys.path.insert(0, ROOT)
 
 from kb_tools import embed  # noqa: E402
 from kb_tools.load import load_kb  # noqa: E402
-from kb_tools.search import build_index, evaluate, load_queries  # noqa: E402
+from kb_tools.search import build_index, load_queries, rank  # noqa: E402
+from search_quality import metrics, reciprocal_ranks  # noqa: E402  (bench/ is on the path: this file's folder)
 
 FIT = os.path.join(ROOT, "scripts", "adapt_embeddings.py")
 
@@ -48,15 +49,12 @@ def fit(base: str, out: str, real: list, weight: float) -> None:
 def ranks(kb, vectors: str, queries: list) -> list:
     """Each query's rank of its first acceptable entry (None past 10), hybrid ranking."""
     index = build_index(kb, embed.load(vectors))
-    report = evaluate(index, queries)
-    missed = {m["query"]: m["rank"] for m in report["misses"]}
-    return [missed.get(q["query"], 1) for q in queries]
+    return reciprocal_ranks(queries, lambda q, k: [h.id for h in rank(index, q, k)])
 
 
 def summary(found: list) -> str:
-    n = len(found)
-    return (f"hit@1 {sum(r == 1 for r in found) / n:.3f}  hit@3 {sum(1 for r in found if r and r <= 3) / n:.3f}"
-            f"  MRR {sum(1 / r for r in found if r) / n:.3f}")
+    m = metrics(found)
+    return f"hit@1 {m['hit@1']:.3f}  hit@3 {m['hit@3']:.3f}  MRR {m['mrr']:.3f}"
 
 
 def main() -> int:

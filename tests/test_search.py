@@ -138,12 +138,16 @@ def test_real_training_reports_share_no_thread_with_the_splits():
     dev, test, fresh or `uncovered:` would be measured on its own answer. Compared by thread, with the
     scheme, `www.` and a GitHub issue's or pull request's number normalised."""
     import re
+    import sys
     import yaml
     path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts", "data", "real_reports_train.yaml")
     train = load_queries(path)
 
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts"))
+    from split_reports import thread_key
+
     def threads(url):
-        url = re.sub(r"^https?://(www\.)?", "", url.split("#")[0].split("?")[0].rstrip("/").lower())
+        url = re.sub(r"^https?://(www\.)?", "", thread_key(url))
         github = re.match(r"github\.com/([^/]+/[^/]+)/(?:issues|pull|discussions)/(\d+)", url)
         return {url} | ({f"github:{github.group(1)}#{github.group(2)}"} if github else set())
 
