@@ -13,7 +13,10 @@ All rankers see the same entries and the same queries in one run:
 
 Intervals: 2,000 bootstrap resamples of the queries (seeded), percentile 2.5-97.5.
 
-    python bench/search_quality.py [QUERIES ...] [--markdown] [--misses RANKER]
+    python bench/search_quality.py [QUERIES ...] [--misses RANKER] [--only R,R] [--depths]
+
+`--depths` adds how deep the acceptable entries sit (in the top 5, 10 and 20): no re-ordering of
+a ranker's first N entries can lift hit@3 above its share in the top N.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from kb_tools.load import load_kb  # noqa: E402
 from kb_tools.search import build_index, dense_scores, evaluate, load_queries, rank, rank_fuzzy  # noqa: E402
 
 BOOTSTRAP = 2000
+DEPTHS = (5, 10, 20)
 
 
 def _tokens(text: str) -> list:
@@ -104,6 +108,8 @@ def main() -> int:
     parser.add_argument("queries", nargs="*", default=[os.path.join(ROOT, "tests", "queries.yaml")])
     parser.add_argument("--misses", metavar="RANKER", help="also list the queries RANKER does not answer at 1")
     parser.add_argument("--only", help="comma-separated rankers to run (default: all)")
+    parser.add_argument("--depths", action="store_true",
+                        help="also list each ranker's share of queries answered in its top 5, 10 and 20")
     args = parser.parse_args()
 
     kb = load_kb(use_cache=False)
@@ -119,14 +125,23 @@ def main() -> int:
     print(f"{len(queries)} queries over {len(kb.entries)} entries ({', '.join(map(os.path.basename, args.queries))})\n")
     print("| ranker | hit@1 | hit@3 | MRR | ms/query |")
     print("|---|---|---|---|---|")
+    deep = {}
     for name, ranker in table.items():
         start = time.perf_counter()
-        found = reciprocal_ranks(queries, ranker)
+        found = reciprocal_ranks(queries, ranker, depth=max(DEPTHS) if args.depths else 10)
         ms = (time.perf_counter() - start) * 1000 / max(len(queries), 1)
+        deep[name] = found
+        found = [r if r and r <= 10 else None for r in found]  # the table's MRR counts the first 10, as always
         m = metrics(found)
         cells = [f"{m[k]:.3f} [{lo:.2f}, {hi:.2f}]" for k in ("hit@1", "hit@3", "mrr")
                  for lo, hi in [interval(found, k)]]
         print(f"| {name} | " + " | ".join(cells) + f" | {ms:.2f} |")
+    if args.depths:
+        print("\n| ranker | " + " | ".join(f"in top {d}" for d in DEPTHS) + " |")
+        print("|---|" + "---|" * len(DEPTHS))
+        for name, found in deep.items():
+            print(f"| {name} | " + " | ".join(f"{sum(1 for r in found if r and r <= d) / max(len(found), 1):.3f}"
+                                               for d in DEPTHS) + " |")
     if args.misses:
         report = evaluate(index, queries, every[args.misses])
         print()
