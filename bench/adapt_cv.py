@@ -7,13 +7,19 @@ folds by thread, fits once per fold without that fold, and ranks each fold's rep
 vectors that never saw them. The baseline is the fit on the self-written reports alone, ranked on
 the same reports. Needs torch (for the fit); slow: K fits of about 90 s each, two at a time.
 
-    python bench/adapt_cv.py --base <step 2's folder> --weight 0.3 POOL.yaml [POOL.yaml ...]
+    python bench/adapt_cv.py --base <step 2's folder> --weight 1 POOL.yaml [POOL.yaml ...]
+
+`--fit-args "--tau 0.2"` passes settings to every fit (scripts/adapt_embeddings.py --help lists
+them) and `--device cuda` runs the fits on a GPU, `--jobs` at a time (the bytes then differ from a
+CPU fit, the cross-validated figures hardly: settings are compared on the same device);
+`--no-baseline` skips the fit on the self-written reports alone.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -25,9 +31,10 @@ sys.path.insert(0, ROOT)
 from kb_tools import embed  # noqa: E402
 from kb_tools.load import load_kb  # noqa: E402
 from kb_tools.search import build_index, load_queries, rank  # noqa: E402
-from search_quality import metrics, reciprocal_ranks  # noqa: E402  (bench/ is on the path: this file's folder)
+from search_quality import DEPTHS, metrics, reciprocal_ranks  # noqa: E402  (bench/ is on the path: this file's folder)
 
 FIT = os.path.join(ROOT, "scripts", "adapt_embeddings.py")
+DEEPEST = max(DEPTHS)
 
 
 def fold_of(query: dict, folds: int) -> int:
@@ -35,8 +42,8 @@ def fold_of(query: dict, folds: int) -> int:
     return int(hashlib.sha256(query["source"].encode()).hexdigest(), 16) % folds
 
 
-def fit(base: str, out: str, real: list, weight: float) -> None:
-    cmd = [sys.executable, FIT, "--base", base, "--out", out]
+def fit(base: str, out: str, real: list, weight: float, extra: tuple = ()) -> None:
+    cmd = [sys.executable, FIT, "--base", base, "--out", out, *extra]
     if real:
         import yaml
         path = os.path.join(out, "real.yaml")
@@ -47,46 +54,55 @@ def fit(base: str, out: str, real: list, weight: float) -> None:
 
 
 def ranks(kb, vectors: str, queries: list) -> list:
-    """Each query's rank of its first acceptable entry (None past 10), hybrid ranking."""
+    """Each query's rank of its first acceptable entry (None past DEEPEST), hybrid ranking."""
     index = build_index(kb, embed.load(vectors))
-    return reciprocal_ranks(queries, lambda q, k: [h.id for h in rank(index, q, k)])
+    return reciprocal_ranks(queries, lambda q, k: [h.id for h in rank(index, q, k)], depth=DEEPEST)
 
 
 def summary(found: list) -> str:
-    m = metrics(found)
-    return f"hit@1 {m['hit@1']:.3f}  hit@3 {m['hit@3']:.3f}  MRR {m['mrr']:.3f}"
+    m = metrics([r if r and r <= 10 else None for r in found])  # MRR over the first 10, as search_quality
+    deep = "  ".join(f"top {d} {sum(1 for r in found if r and r <= d) / max(len(found), 1):.3f}" for d in DEPTHS)
+    return f"hit@1 {m['hit@1']:.3f}  hit@3 {m['hit@3']:.3f}  MRR {m['mrr']:.3f}  ({deep})"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pool", nargs="+", help="labelled real-report files (not the test split)")
     parser.add_argument("--base", required=True, help="folder with step 2's static-minilm.* files")
-    parser.add_argument("--weight", type=float, default=0.3, help="--real-weight of the fit")
+    parser.add_argument("--weight", type=float, default=1.0, help="--real-weight of the fit (shipped: 1)")
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--fit-args", default="", help="more options for every fit, as one string")
+    parser.add_argument("--device", default="cpu", help="torch device of the fits")
+    parser.add_argument("--jobs", type=int, default=2, help="fits run at once")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the fit on the self-written reports alone")
     args = parser.parse_args()
+    extra = tuple(shlex.split(args.fit_args)) + ("--device", args.device)
     if any(os.path.basename(p) == "test.yaml" for p in args.pool):
         parser.error("the frozen test split is reported on, never fitted on")
     pool = [q for path in args.pool for q in load_queries(path)]
     kb = load_kb(os.path.join(ROOT, "kb"), use_cache=False)
     with tempfile.TemporaryDirectory(prefix="adapt-cv-") as tmp:
-        jobs = {"without": (os.path.join(tmp, "without"), [])}
+        jobs = {} if args.no_baseline else {"without": (os.path.join(tmp, "without"), [])}
         for k in range(args.folds):
             rest = [{"query": q["query"], "expect": q["expect"], "source": q["source"]}
                     for q in pool if fold_of(q, args.folds) != k]
             jobs[k] = (os.path.join(tmp, f"fold{k}"), rest)
         for out, _ in jobs.values():
             os.makedirs(out)
-        with ThreadPoolExecutor(2) as workers:
-            list(workers.map(lambda job: fit(args.base, job[0], job[1], args.weight), jobs.values()))
+        with ThreadPoolExecutor(args.jobs) as workers:
+            list(workers.map(lambda job: fit(args.base, job[0], job[1], args.weight, extra), jobs.values()))
             print(f"{len(jobs)} fits done", file=sys.stderr)
-        base = ranks(kb, jobs["without"][0], pool)
+        base = None if args.no_baseline else ranks(kb, jobs["without"][0], pool)
         held = [None] * len(pool)
         for k in range(args.folds):
             mine = [i for i, q in enumerate(pool) if fold_of(q, args.folds) == k]
             for i, r in zip(mine, ranks(kb, jobs[k][0], [pool[i] for i in mine])):
                 held[i] = r
-    print(f"{len(pool)} real reports, {args.folds} folds, weight {args.weight}")
-    print(f"self-written reports only:        {summary(base)}")
+    print(f"{len(pool)} real reports, {args.folds} folds, weight {args.weight}"
+          + (f", fit {args.fit_args}" if args.fit_args else ""))
+    if base is not None:
+        print(f"self-written reports only:        {summary(base)}")
     print(f"plus the other folds' real ones:  {summary(held)}")
     return 0
 

@@ -25,6 +25,12 @@ may name several acceptable entries, so its loss asks for any of them; `--real-w
 real reports' mean loss against the self-written reports' mean loss. bench/adapt_cv.py measures
 what they add, cross-validated by thread.
 
+`--tau`, `--keep`, `--stay`, `--epochs` and `--lr` are the fit's settings (the defaults are the
+shipped fit's); `--lexical-weight` fits the dense side beside the lexical one (each report's
+entry logits get the lexical scores too, so the fit spends itself on what the lexical side misses);
+`--device cuda` runs a fit on a GPU, for cross-validation runs (bench/adapt_cv.py --device). None
+of these changed the shipped files: cross-validated, none beat the defaults (BENCHMARKS.md).
+
 `--holdout` keeps a share of the reports out of the fit and prints how often their entry is in
 the top 3 before and after, to choose the epochs without the real-report splits. It prints each
 written file's sha256 (kb_tools/embeddings/README.md lists them).
@@ -81,6 +87,19 @@ def load_real(path: str, known: set) -> list:
     return [(q["query"], q["expect"]) for q in data]
 
 
+def lexical_score_table(kb, texts: list) -> list:
+    """[{entry id: lexical score / the text's best}] for each text, as `kb search --lexical` scores it."""
+    from kb_tools.cache import Table
+    index = Table(*search.index_parts(kb, None, dense=False))
+    ids = index.header["ids"]
+    out = []
+    for text in texts:
+        scores, _ = search.lexical_scores(index, search.query_terms(search.validate_query(text), index))
+        best = max((v[0] for v in scores.values()), default=0.0)
+        out.append({ids[i]: v[0] / best for i, v in scores.items()} if best > 0 else {})
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="folder with step 2's static-minilm.* files")
@@ -96,6 +115,18 @@ def main() -> int:
                              "never the evaluation splits")
     parser.add_argument("--real-weight", type=float, default=1.0,
                         help="weight of the real reports' loss against the self-written ones'")
+    parser.add_argument("--tau", type=float, default=TAU, help="temperature of the best-line cosines")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of the fit (e.g. cuda, for cross-validation runs; the shipped "
+                             "files are fitted on cpu, whose output is reproducible bit for bit)")
+    parser.add_argument("--lexical-weight", type=float, default=0.0,
+                        help="fit beside the lexical side: each report's entry logits get this times the "
+                             "entry's lexical score over the report's best (0: the dense side alone)")
+    parser.add_argument("--lexical-scores", metavar="JSON",
+                        help="those lexical scores, computed elsewhere ({report: {entry: score}}; for a "
+                             "machine without the search's dependencies)")
+    parser.add_argument("--write-lexical-scores", metavar="JSON",
+                        help="write the lexical scores of the fit's reports to JSON (for --lexical-scores) and stop")
     parser.add_argument("--keep", type=float, default=0.6,
                         help="each epoch, keep each report token with this probability (token dropout)")
     args = parser.parse_args()
@@ -104,6 +135,8 @@ def main() -> int:
     import torch
 
     from kb_tools.load import load_kb
+    if args.device != "cpu":
+        torch.set_default_device(args.device)
     torch.manual_seed(SEED)
     torch.set_num_threads(1)  # parallel index_add_ sums in a varying order: one thread makes the output reproducible
     base = embed.load(args.base)
@@ -165,14 +198,42 @@ def main() -> int:
         """reports x entries: each entry's best-line cosine over the temperature."""
         sims = encode(flat, owner, n) @ encode(*line_tokens).T
         sims = torch.cat([sims, torch.full((n, 1), float("-inf"))], dim=1)  # the padding column
-        return sims[:, slots].amax(dim=2) / TAU
+        return sims[:, slots].amax(dim=2) / args.tau
 
     def top3(which):
         if not len(which):
             return float("nan")
         with torch.no_grad():
-            logits = entry_logits(*report_tokens)
+            logits = entry_logits(*report_tokens) + report_prior
         return (logits[which].topk(3, dim=1).indices == target[which, None]).any(1).float().mean().item()
+
+    def lexical_prior(texts):
+        """reports x entries: the lexical side's score of each entry over the report's best, times
+        --lexical-weight; the dense side then learns what the lexical side misses."""
+        if not args.lexical_weight:
+            return 0.0  # adds nothing: the fit stays the dense side's alone, bit for bit
+        if args.lexical_scores:
+            import json
+            with open(args.lexical_scores, encoding="utf-8") as fh:
+                known = json.load(fh)
+            missing = [t for t in texts if t not in known]
+            if missing:
+                sys.exit(f"adapt_embeddings: {args.lexical_scores}: no lexical scores for {len(missing)} "
+                         f"reports, e.g. {missing[0][:60]!r}; write them with --write-lexical-scores")
+            scores = [known[t] for t in texts]
+        else:
+            scores = lexical_score_table(kb, texts)
+        return args.lexical_weight * torch.tensor([[row.get(eid, 0.0) for eid in entry_ids] for row in scores])
+
+    if args.write_lexical_scores:
+        import json
+        texts = sorted({t for t, _ in pairs} | {t for t, _ in real})
+        from kb_tools.util import write_atomic
+        write_atomic(args.write_lexical_scores, json.dumps(dict(zip(texts, lexical_score_table(kb, texts)))))
+        print(f"lexical scores of {len(texts)} reports written to {args.write_lexical_scores}", file=sys.stderr)
+        return 0
+    report_prior = lexical_prior([t for t, _ in pairs])
+    real_prior = lexical_prior([t for t, _ in real]) if real else None
 
     def dropout(flat, owner):
         """A random subset of the reports' tokens: a report must be found from some of its words,
@@ -192,11 +253,11 @@ def main() -> int:
             break
         flat, owner, n = report_tokens
         flat, owner = dropout(flat, owner)
-        loss = torch.nn.functional.cross_entropy(entry_logits(flat, owner, n)[fit], target[fit])
+        loss = torch.nn.functional.cross_entropy((entry_logits(flat, owner, n) + report_prior)[fit], target[fit])
         if real:
             flat, owner, n = real_tokens
             flat, owner = dropout(flat, owner)
-            logits = entry_logits(flat, owner, n)
+            logits = entry_logits(flat, owner, n) + real_prior
             wanted = logits.masked_fill(~real_targets, float("-inf")).logsumexp(1)
             loss = loss + args.real_weight * (logits.logsumexp(1) - wanted).mean()
         # built after the loss, as when the shipped files were made: the graph's order sets the order
@@ -206,7 +267,7 @@ def main() -> int:
         (loss + args.stay * drift).backward()
         opt.step()
 
-    write_table(rows.detach().numpy(), args.base, args.out)
+    write_table(rows.detach().cpu().numpy(), args.base, args.out)
     return 0
 
 
