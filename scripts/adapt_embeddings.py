@@ -25,7 +25,7 @@ may name several acceptable entries, so its loss asks for any of them; `--real-w
 real reports' mean loss against the self-written reports' mean loss. bench/adapt_cv.py measures
 what they add, cross-validated by thread.
 
-`--tau`, `--keep`, `--stay`, `--epochs` and `--lr` are the fit's settings (the defaults are the
+`--tau`, `--keep`, `--stay`, `--epochs`, `--lr` and `--seed` are the fit's settings (the defaults are the
 shipped fit's); `--lexical-weight` fits the dense side beside the lexical one (each report's
 entry logits get the lexical scores too, so the fit spends itself on what the lexical side misses);
 `--device cuda` runs a fit on a GPU, for cross-validation runs (bench/adapt_cv.py --device). None
@@ -115,6 +115,7 @@ def main() -> int:
                              "never the evaluation splits")
     parser.add_argument("--real-weight", type=float, default=1.0,
                         help="weight of the real reports' loss against the self-written ones'")
+    parser.add_argument("--seed", type=int, default=SEED, help="seed of the token dropout")
     parser.add_argument("--tau", type=float, default=TAU, help="temperature of the best-line cosines")
     parser.add_argument("--device", default="cpu",
                         help="torch device of the fit (e.g. cuda, for cross-validation runs; the shipped "
@@ -137,7 +138,7 @@ def main() -> int:
     from kb_tools.load import load_kb
     if args.device != "cpu":
         torch.set_default_device(args.device)
-    torch.manual_seed(SEED)
+    torch.manual_seed(args.seed)
     torch.set_num_threads(1)  # parallel index_add_ sums in a varying order: one thread makes the output reproducible
     base = embed.load(args.base)
     if base is None:
