@@ -78,8 +78,9 @@ def main() -> int:
                         help="skip the fit on the self-written reports alone")
     args = parser.parse_args()
     extra = tuple(shlex.split(args.fit_args)) + ("--device", args.device)
-    if any(os.path.basename(p) == "test.yaml" for p in args.pool):
-        parser.error("the frozen test split is reported on, never fitted on")
+    measuring = [p for p in args.pool if os.path.basename(p) in ("test.yaml", "fresh.yaml", "fresh2.yaml")]
+    if measuring:
+        parser.error(f"{measuring[0]}: the frozen test split and the fresh reports are reported on, never fitted on")
     pool = [q for path in args.pool for q in load_queries(path)]
     kb = load_kb(os.path.join(ROOT, "kb"), use_cache=False)
     with tempfile.TemporaryDirectory(prefix="adapt-cv-") as tmp:

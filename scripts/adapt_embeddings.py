@@ -65,7 +65,7 @@ def load_reports(path: str, known: set) -> list:
 
 
 # the real reports that measure the vectors: the frozen test split, and those collected after the fit
-MEASURING = [os.path.join(ROOT, "tests", "real_reports", name) for name in ("test.yaml", "fresh.yaml")]
+MEASURING = [os.path.join(ROOT, "tests", "real_reports", name) for name in ("test.yaml", "fresh.yaml", "fresh2.yaml")]
 
 
 def load_real(path: str, known: set) -> list:

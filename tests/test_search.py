@@ -135,7 +135,7 @@ def test_self_written_training_reports_name_entries_and_copy_no_real_report():
 
 def test_real_training_reports_share_no_thread_with_the_splits():
     """scripts/data/real_reports_train.yaml fits the token vectors: a thread there that is also in
-    dev, test, fresh or `uncovered:` would be measured on its own answer. Compared by thread, with the
+    dev, test, fresh, fresh2 or `uncovered:` would be measured on its own answer. Compared by thread, with the
     scheme, `www.` and a GitHub issue's or pull request's number normalised."""
     import re
     import sys
@@ -152,7 +152,7 @@ def test_real_training_reports_share_no_thread_with_the_splits():
         return {url} | ({f"github:{github.group(1)}#{github.group(2)}"} if github else set())
 
     held = set()
-    for name in ("dev", "test", "github", "github2", "forums", "fresh"):
+    for name in ("dev", "test", "github", "github2", "forums", "fresh", "fresh2"):
         with open(os.path.join(REAL, f"{name}.yaml"), encoding="utf-8") as fh:
             data = yaml.safe_load(fh)
         for q in (data.get("queries") or []) + (data.get("uncovered") or []):
