@@ -31,7 +31,10 @@ sys.path.insert(0, ROOT)
 from kb_tools import embed  # noqa: E402
 from kb_tools.load import load_kb  # noqa: E402
 from kb_tools.search import build_index, load_queries, rank  # noqa: E402
-from search_quality import DEPTHS, metrics, reciprocal_ranks  # noqa: E402  (bench/ is on the path: this file's folder)
+from search_quality import DEPTHS, depth_shares, metrics, reciprocal_ranks  # noqa: E402  (bench/ is on the path: this file's folder)
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from adapt_embeddings import MEASURING  # noqa: E402
 
 FIT = os.path.join(ROOT, "scripts", "adapt_embeddings.py")
 DEEPEST = max(DEPTHS)
@@ -61,7 +64,7 @@ def ranks(kb, vectors: str, queries: list) -> list:
 
 def summary(found: list) -> str:
     m = metrics([r if r and r <= 10 else None for r in found])  # MRR over the first 10, as search_quality
-    deep = "  ".join(f"top {d} {sum(1 for r in found if r and r <= d) / max(len(found), 1):.3f}" for d in DEPTHS)
+    deep = "  ".join(f"top {d} {share:.3f}" for d, share in depth_shares(found).items())
     return f"hit@1 {m['hit@1']:.3f}  hit@3 {m['hit@3']:.3f}  MRR {m['mrr']:.3f}  ({deep})"
 
 
@@ -78,7 +81,7 @@ def main() -> int:
                         help="skip the fit on the self-written reports alone")
     args = parser.parse_args()
     extra = tuple(shlex.split(args.fit_args)) + ("--device", args.device)
-    measuring = [p for p in args.pool if os.path.basename(p) in ("test.yaml", "fresh.yaml", "fresh2.yaml")]
+    measuring = [p for p in args.pool if os.path.realpath(p) in {os.path.realpath(m) for m in MEASURING}]
     if measuring:
         parser.error(f"{measuring[0]}: the frozen test split and the fresh reports are reported on, never fitted on")
     pool = [q for path in args.pool for q in load_queries(path)]

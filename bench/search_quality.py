@@ -97,6 +97,11 @@ def metrics(found: list) -> dict:
             "mrr": sum(1 / r for r in found if r) / n}
 
 
+def depth_shares(found: list) -> dict:
+    """{N: share of queries whose acceptable entry is in the top N}, for each N of DEPTHS."""
+    return {d: sum(1 for r in found if r and r <= d) / max(len(found), 1) for d in DEPTHS}
+
+
 def interval(found: list, key: str, seed: int = 0) -> tuple:
     rng = random.Random(seed)
     values = sorted(metrics([rng.choice(found) for _ in found])[key] for _ in range(BOOTSTRAP))
@@ -140,8 +145,7 @@ def main() -> int:
         print("\n| ranker | " + " | ".join(f"in top {d}" for d in DEPTHS) + " |")
         print("|---|" + "---|" * len(DEPTHS))
         for name, found in deep.items():
-            print(f"| {name} | " + " | ".join(f"{sum(1 for r in found if r and r <= d) / max(len(found), 1):.3f}"
-                                               for d in DEPTHS) + " |")
+            print(f"| {name} | " + " | ".join(f"{share:.3f}" for share in depth_shares(found).values()) + " |")
     if args.misses:
         report = evaluate(index, queries, every[args.misses])
         print()

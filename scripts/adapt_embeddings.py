@@ -123,11 +123,6 @@ def main() -> int:
     parser.add_argument("--lexical-weight", type=float, default=0.0,
                         help="fit beside the lexical side: each report's entry logits get this times the "
                              "entry's lexical score over the report's best (0: the dense side alone)")
-    parser.add_argument("--lexical-scores", metavar="JSON",
-                        help="those lexical scores, computed elsewhere ({report: {entry: score}}; for a "
-                             "machine without the search's dependencies)")
-    parser.add_argument("--write-lexical-scores", metavar="JSON",
-                        help="write the lexical scores of the fit's reports to JSON (for --lexical-scores) and stop")
     parser.add_argument("--keep", type=float, default=0.6,
                         help="each epoch, keep each report token with this probability (token dropout)")
     args = parser.parse_args()
@@ -213,26 +208,9 @@ def main() -> int:
         --lexical-weight; the dense side then learns what the lexical side misses."""
         if not args.lexical_weight:
             return 0.0  # adds nothing: the fit stays the dense side's alone, bit for bit
-        if args.lexical_scores:
-            import json
-            with open(args.lexical_scores, encoding="utf-8") as fh:
-                known = json.load(fh)
-            missing = [t for t in texts if t not in known]
-            if missing:
-                sys.exit(f"adapt_embeddings: {args.lexical_scores}: no lexical scores for {len(missing)} "
-                         f"reports, e.g. {missing[0][:60]!r}; write them with --write-lexical-scores")
-            scores = [known[t] for t in texts]
-        else:
-            scores = lexical_score_table(kb, texts)
+        scores = lexical_score_table(kb, texts)
         return args.lexical_weight * torch.tensor([[row.get(eid, 0.0) for eid in entry_ids] for row in scores])
 
-    if args.write_lexical_scores:
-        import json
-        texts = sorted({t for t, _ in pairs} | {t for t, _ in real})
-        from kb_tools.util import write_atomic
-        write_atomic(args.write_lexical_scores, json.dumps(dict(zip(texts, lexical_score_table(kb, texts)))))
-        print(f"lexical scores of {len(texts)} reports written to {args.write_lexical_scores}", file=sys.stderr)
-        return 0
     report_prior = lexical_prior([t for t, _ in pairs])
     real_prior = lexical_prior([t for t, _ in real]) if real else None
 
