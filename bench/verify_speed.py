@@ -68,7 +68,7 @@ def generate(root: str, n_sources: int, n_quotes: int, rng: random.Random) -> No
         quotes = []
         picks = rng.sample(range(len(where) - 1), per_source)
         for k, i in enumerate(picks):
-            (s1, a1, b1), (s2, a2, b2) = where[i], where[i + 1]
+            (s1, a1, b1), (s2, _, b2) = where[i], where[i + 1]
             style = k % 10
             if style < 2:
                 words2 = s2.split()
