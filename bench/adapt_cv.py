@@ -63,7 +63,7 @@ def ranks(kb, vectors: str, queries: list) -> list:
 
 
 def summary(found: list) -> str:
-    m = metrics([r if r and r <= 10 else None for r in found])  # MRR over the first 10, as search_quality
+    m = metrics(found)
     deep = "  ".join(f"top {d} {share:.3f}" for d, share in depth_shares(found).items())
     return f"hit@1 {m['hit@1']:.3f}  hit@3 {m['hit@3']:.3f}  MRR {m['mrr']:.3f}  ({deep})"
 

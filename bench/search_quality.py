@@ -90,11 +90,14 @@ def reciprocal_ranks(queries, ranker, depth=10) -> list:
     return out
 
 
+MRR_DEPTH = 10  # MRR counts the first 10 hits, however deep the ranks were read
+
+
 def metrics(found: list) -> dict:
     n = len(found) or 1
     return {"hit@1": sum(r == 1 for r in found) / n,
             "hit@3": sum(1 for r in found if r and r <= 3) / n,
-            "mrr": sum(1 / r for r in found if r) / n}
+            "mrr": sum(1 / r for r in found if r and r <= MRR_DEPTH) / n}
 
 
 def depth_shares(found: list) -> dict:
@@ -133,10 +136,9 @@ def main() -> int:
     deep = {}
     for name, ranker in table.items():
         start = time.perf_counter()
-        found = reciprocal_ranks(queries, ranker, depth=max(DEPTHS) if args.depths else 10)
+        found = reciprocal_ranks(queries, ranker, depth=max(DEPTHS) if args.depths else MRR_DEPTH)
         ms = (time.perf_counter() - start) * 1000 / max(len(queries), 1)
         deep[name] = found
-        found = [r if r and r <= 10 else None for r in found]  # the table's MRR counts the first 10, as always
         m = metrics(found)
         cells = [f"{m[k]:.3f} [{lo:.2f}, {hi:.2f}]" for k in ("hit@1", "hit@3", "mrr")
                  for lo, hi in [interval(found, k)]]

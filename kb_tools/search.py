@@ -268,11 +268,11 @@ def _embed_reusing(embedder, texts: list):
                     dtype=np.float32).reshape(len(texts), embedder.dim)
 
 
-def build_index(kb, embedder=None):
+def build_index(kb, embedder=None, dense: bool = True):
     """The search index of an already loaded KB, in memory (for tests and evaluation); its entry
-    vectors come from `embedder`, by default the one `kb search` would use."""
+    vectors come from `embedder`, by default the one `kb search` would use (none with `dense` off)."""
     from .cache import Table
-    return Table(*index_parts(kb, embedder))
+    return Table(*index_parts(kb, embedder, dense))
 
 
 def load_index(kb_root: str | None = None, dense: bool = True):

@@ -89,8 +89,7 @@ def load_real(path: str, known: set) -> list:
 
 def lexical_score_table(kb, texts: list) -> list:
     """[{entry id: lexical score / the text's best}] for each text, as `kb search --lexical` scores it."""
-    from kb_tools.cache import Table
-    index = Table(*search.index_parts(kb, None, dense=False))
+    index = search.build_index(kb, dense=False)
     ids = index.header["ids"]
     out = []
     for text in texts:
