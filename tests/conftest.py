@@ -1,9 +1,21 @@
 """Collect tests/test_snippets.py as one item per (entry, device) and record the outcomes
-in the KB's kb/verified/results.json (see kb_tools/verified.py)."""
+in the KB's kb/verified/results.json (see kb_tools/verified.py), and keep the suite's caches
+out of the user's own cache folder."""
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 import time
+
+# The suite builds hundreds of throw-away KBs, each with its own cache files: they go to one folder
+# of the run's (shared with xdist's workers, which inherit the variable), removed when the run ends,
+# never to ~/.cache/kb-tools. Tests that test the cache set KB_CACHE_DIR themselves.
+SUITE_CACHE = "KB_TESTS_CACHE_DIR"
+if SUITE_CACHE not in os.environ:
+    os.environ[SUITE_CACHE] = tempfile.mkdtemp(prefix="kb-tests-cache-")
+os.environ["KB_CACHE_DIR"] = os.environ[SUITE_CACHE]
 
 _RUNS = {}
 _ITEM_NAME = re.compile(r"::([a-z0-9-]+)\[(cpu|cuda)\]$")
@@ -32,3 +44,5 @@ def pytest_sessionfinish(session):
         from kb_tools import verified
         from kb_tools.locate import find_kb_root
         verified.record(_RUNS, verified.default_dir(find_kb_root()))
+    if not hasattr(session.config, "workerinput"):
+        shutil.rmtree(os.environ.pop(SUITE_CACHE), ignore_errors=True)
