@@ -99,7 +99,44 @@ def _write_bytes(path: str, data: bytes) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_atomic(path, data)
     except OSError:
-        pass
+        return
+    prune(os.path.dirname(path))
+
+
+STALE_DAYS = 30
+PER_KB_FILE = r"[0-9a-f]{16}\.[a-z-]+\.marshal"  # what path_for names
+
+
+def prune(folder: str, stale_days: float = STALE_DAYS) -> int:
+    """Remove the per-KB cache files in `folder` not written for `stale_days`; how many went.
+
+    Every clone, worktree or temporary checkout of a KB gets cache files of its own, and
+    a deleted checkout's would stay forever. Run after each write (a cache miss, already
+    the slow path). Files are rewritten only when their KB changes, so a KB in use but
+    unchanged for that long pays one rebuild. Only regular files named as path_for names
+    them are touched; the per-embedder vector caches are left alone.
+    """
+    import re
+    import stat
+    import time
+    cutoff = time.time() - stale_days * 86400
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    removed = 0
+    for name in names:
+        if not re.fullmatch(PER_KB_FILE, name):
+            continue
+        path = os.path.join(folder, name)
+        try:
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode) and info.st_mtime < cutoff:
+                os.unlink(path)
+                removed += 1
+        except OSError:  # gone already, or not ours to remove: the next prune tries again
+            pass
+    return removed
 
 
 class Table:

@@ -153,3 +153,33 @@ def test_a_table_key_is_the_same_bytes_whoever_else_holds_its_signature(kb_dir):
     before = cache.table_key(1, signature)
     held = [part for item in signature if isinstance(item, tuple) for part in item]
     assert held and cache.table_key(1, signature) == before
+
+
+def test_per_kb_cache_files_unwritten_for_a_month_are_pruned_on_the_next_write(kb_dir, tmp_path):
+    """A deleted checkout's cache files go; the live KB's, other files and young files stay."""
+    import time
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    old = time.time() - (cache.STALE_DAYS + 1) * 86400
+    gone = folder / "0123456789abcdef.kb.marshal"
+    gone_index = folder / "0123456789abcdef.search-index.marshal"
+    young = folder / "fedcba9876543210.kb.marshal"
+    vectors = folder / "minilm-l6.vectors.marshal"  # an embedder's cache, not a KB's
+    other = folder / "notes.txt"
+    for path in (gone, gone_index, young, vectors, other):
+        path.write_bytes(b"x")
+    for path in (gone, gone_index, vectors, other):
+        os.utime(path, (old, old))
+    (folder / "0000000000000000.kb.marshal").mkdir()  # not a regular file: left alone
+    os.utime(folder / "0000000000000000.kb.marshal", (old, old))
+
+    assert top_title(kb_dir) == "Title of alpha-bug"  # a miss: writes, then prunes
+    names = {p.name for p in folder.iterdir()}
+    assert gone.name not in names and gone_index.name not in names
+    assert {young.name, vectors.name, other.name, "0000000000000000.kb.marshal"} <= names
+    assert set(cache_files(tmp_path)) >= {"kb", "search-index"}  # the live KB's own files
+    assert top_title(kb_dir) == "Title of alpha-bug"
+
+
+def test_prune_of_a_missing_folder_removes_nothing(tmp_path):
+    assert cache.prune(str(tmp_path / "absent")) == 0
