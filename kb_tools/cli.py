@@ -63,7 +63,7 @@ def search_from_lint(args, query: str) -> int:
     if query.strip():
         raise UsageError("search: give a query or --from-lint FILE, not both")
     hits = {}
-    for finding in lint_paths([args.from_lint]):
+    for finding in lint_paths([args.from_lint], stdin=True):
         entry = kb.entries.get(finding.entry)
         if entry is None or (args.area and entry.area != args.area) or (args.tag and args.tag.lower() not in entry.tags):
             continue
@@ -75,7 +75,7 @@ def search_from_lint(args, query: str) -> int:
         print_json(shown)
         return EXIT_OK
     if not shown:
-        print(f"kb lint finds none of the KB's mistakes in {args.from_lint}")
+        print(f"kb lint finds none of the KB's mistakes in {'standard input' if args.from_lint == '-' else args.from_lint}")
     for n, hit in enumerate(shown, 1):
         print(f"{n:2d}. {style(hit['id'], '1')}  {hit['title']}  [{hit['area']}]  "
               f"{hit['score']} finding{'s' if hit['score'] != 1 else ''}")
@@ -97,10 +97,10 @@ def cmd_lint(args) -> int:
         return EXIT_OK
     if not args.paths:
         raise UsageError("lint: name the scripts or folders to check (or --list-rules)")
-    files = python_files(args.paths)
+    files = python_files(args.paths, stdin=True)
     if not files:  # as ruff does: a clean exit, but not a silent one, when there was nothing to check
         print(f"kb lint: no Python files under {', '.join(args.paths)}", file=sys.stderr)
-    findings = lint_paths(files, split(args.select), split(args.ignore))
+    findings = lint_paths(files, split(args.select), split(args.ignore), stdin=True)
     if args.json:
         print_json([f.to_dict() for f in findings])
     else:
@@ -397,7 +397,7 @@ def _args_search(p):
 
 
 def _args_lint(p):
-    p.add_argument("paths", nargs="*", metavar="PATH", help="Python files, or folders to search for them")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="Python files, or folders to search for them; - reads one script from standard input")
     p.add_argument("--select", metavar="CODES", help="only these rules (comma-separated codes or prefixes)")
     p.add_argument("--ignore", metavar="CODES", help="skip these rules (comma-separated codes or prefixes)")
     p.add_argument("--list-rules", action="store_true", help="every rule: code, name, the entry it detects")

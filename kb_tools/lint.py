@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
 from dataclasses import asdict, dataclass
 
 from .util import UsageError
@@ -674,11 +675,18 @@ def lint_source(text: str, path: str = "<string>", select=None, ignore=None) -> 
     return [found[k] for k in sorted(found)]
 
 
-def python_files(paths) -> list:
-    """The .py files named or found under folders (hidden folders and virtualenvs skipped)."""
+STDIN, STDIN_NAME = "-", "<stdin>"  # the path that reads a script from standard input, and its name in findings
+
+
+def python_files(paths, stdin: bool = False) -> list:
+    """The .py files named or found under folders (hidden folders and virtualenvs skipped);
+    with `stdin`, `-` stays in the list and stands for standard input (the command line's
+    convention; never in a server whose standard input is its protocol)."""
     out = []
     for path in paths:
-        if os.path.isdir(path):
+        if stdin and path == STDIN:
+            out.append(path)
+        elif os.path.isdir(path):
             for top, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")
                                  and not os.path.exists(os.path.join(top, d, "pyvenv.cfg")))
@@ -690,17 +698,21 @@ def python_files(paths) -> list:
     return out
 
 
-def lint_paths(paths, select=None, ignore=None) -> list:
+def lint_paths(paths, select=None, ignore=None, stdin: bool = False) -> list:
     """Findings for every Python file under `paths`; an unreadable or unparsable file is a KBError
     (exit 2 at the command line) naming the file and the line."""
     for code in list(select or []) + list(ignore or []):
         if not any(c.startswith(code) for c in RULES):
             raise UsageError(f"unknown rule code '{code}' (codes: {', '.join(RULES)})")
     findings = []
-    for path in python_files(paths):
+    for name in python_files(paths, stdin):
+        path = STDIN_NAME if name == STDIN else name
         try:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_SOURCE_BYTES + 1)
+            if name == STDIN:  # a script piped in, as `cat train.py | kb lint -`
+                data = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
+            else:
+                with open(path, "rb") as fh:
+                    data = fh.read(MAX_SOURCE_BYTES + 1)
             if len(data) > MAX_SOURCE_BYTES:
                 raise UsageError(f"{path}: larger than {MAX_SOURCE_BYTES >> 20} MB; not a training script")
             text = data.decode("utf-8")

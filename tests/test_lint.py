@@ -111,6 +111,29 @@ def test_search_from_lint_gives_the_entries_found(capsys, scripts):
     assert {"id", "title", "area", "score"} <= set(hit)
 
 
+def test_a_script_piped_to_dash_is_linted_as_stdin(scripts):
+    """`cat train.py | kb lint -`, as ruff and flake8 take it; --from-lint - as well."""
+    import subprocess
+    import sys
+    _, bad, good = scripts
+
+    def kb(*argv, stdin):
+        return subprocess.run([sys.executable, "-m", "kb_tools", *argv], input=stdin, capture_output=True,
+                              cwd=ROOT, check=False)
+    r = kb("lint", "-", stdin=bad.read_bytes())
+    assert r.returncode == 1 and re.fullmatch(rb"<stdin>:4:5: KBL005 .+ \(kb show optimizer-step-order\)\n", r.stdout)
+    assert kb("lint", "-", stdin=good.read_bytes()).returncode == 0
+    r = kb("lint", "-", stdin=b"def broken(:\n")
+    assert r.returncode == 2 and r.stderr.decode().startswith("kb: <stdin>:1: cannot parse") and b"Traceback" not in r.stderr
+    r = kb("search", "--from-lint", "-", "--json", stdin=bad.read_bytes())
+    assert r.returncode == 0 and [h["id"] for h in json.loads(r.stdout)] == ["optimizer-step-order"]
+    # the library (and so the MCP server, whose standard input is its protocol) reads stdin only when asked
+    from kb_tools.lint import lint_paths
+    from kb_tools.util import UsageError
+    with pytest.raises(UsageError, match="-: no such file or folder"):
+        lint_paths(["-"])
+
+
 def test_show_lists_the_rules_that_detect_the_entry(capsys):
     code, out, _ = run(capsys, "show", "double-softmax")
     assert code == 0 and "KBL001 softmax-before-cross-entropy" in out
