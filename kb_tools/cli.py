@@ -9,7 +9,7 @@ import os
 import sys
 
 from .fastpath import (EXIT_FAIL, EXIT_OK, SEARCH_OPTIONS, cmd_search, fail_if_invalid, guarded,
-                       print_json, run_quick_search, style)
+                       print_json, query_text, run_quick_search, style)
 from .model import AREAS
 from .util import KBError, UsageError, did_you_mean
 
@@ -279,7 +279,7 @@ def cmd_context(args) -> int:
     from .agents import context
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    result = context(args.kb, " ".join(args.query), budget=args.budget, limit=args.limit, area=args.area)
+    result = context(args.kb, query_text(args.query), budget=args.budget, limit=args.limit, area=args.area)
     if args.json:
         print_json(result)
     else:
@@ -386,7 +386,7 @@ def _args_check(p):
 
 
 def _args_search(p):
-    p.add_argument("query", nargs="*", help="what the run shows")
+    p.add_argument("query", nargs="*", help="what the run shows; - reads it from standard input")
     for flags, name, kind, default, help_text in SEARCH_OPTIONS:  # declared once, in fastpath.py
         if kind == "flag":
             p.add_argument(*flags, dest=name, action="store_true", help=help_text)
@@ -457,7 +457,7 @@ def _args_verify(p):
 
 
 def _args_context(p):
-    p.add_argument("query", nargs="+", help="what the run shows")
+    p.add_argument("query", nargs="+", help="what the run shows; - reads it from standard input")
     p.add_argument("--budget", type=int, default=1500, metavar="TOKENS",
                    help="at most this many tokens (estimated at 4 characters each; default 1500)")
     p.add_argument("--limit", "-n", type=int, default=5, help="at most this many entries (default 5)")

@@ -142,10 +142,27 @@ def fail_if_invalid(problems) -> None:
         raise KBError(f"the KB is invalid: {problems[0]}{more}")
 
 
+STDIN_QUERY_BYTES = 1 << 20  # more than any query may hold (search.MAX_QUERY_CHARS), so that its message is the one shown
+
+
+def query_text(words: list) -> str:
+    """The query the words make; a lone `-` reads it from standard input instead, so that a
+    pasted report or log needs no shell quoting (`pbpaste | kb search -`)."""
+    if words != ["-"]:
+        return " ".join(words)
+    data = sys.stdin.buffer.read(STDIN_QUERY_BYTES + 1)
+    if len(data) > STDIN_QUERY_BYTES:
+        raise UsageError(f"standard input: larger than {STDIN_QUERY_BYTES >> 20} MB; a query is a few lines")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"standard input: not UTF-8 text ({exc.reason})") from None
+
+
 def cmd_search(args) -> int:
     """Rank entries for a symptom query."""
     from .search import dense_unavailable, load_index, search
-    query = " ".join(args.query)
+    query = query_text(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
     if args.from_lint:

@@ -312,3 +312,19 @@ def test_check_reports_a_dead_entry_mention_in_one_line(tmp_path):
     (line,) = [ln for ln in r.stdout.splitlines() if "KB025" in ln]
     assert re.match(r"kb/entries/loss/mentions\.yaml:\d+: KB025 check: names 'alpha-bugg', which is no entry's id "
                     r"or alias \(did you mean 'alpha-bug'\?\)$", line), line
+
+
+def test_a_query_piped_to_dash_ranks_as_the_same_words_given_as_arguments(fixture_kb):
+    """`pbpaste | kb search -`: a pasted report needs no shell quoting, and ranks exactly as if quoted."""
+    report = 'my "loss" is flat\nafter `epoch 3`; it\'s stuck $HOME\n'
+    quoted = kb("--kb", fixture_kb, "search", report, "--json")
+    piped = kb("--kb", fixture_kb, "search", "-", "--json", stdin=report)
+    assert piped.returncode == quoted.returncode == 0 and json.loads(piped.stdout) == json.loads(quoted.stdout) != []
+    context = kb("--kb", fixture_kb, "context", "-", "--json", stdin=report)
+    assert context.returncode == 0 and json.loads(context.stdout) == json.loads(
+        kb("--kb", fixture_kb, "context", report, "--json").stdout)
+    empty = kb("--kb", fixture_kb, "search", "-", stdin="")
+    assert empty.returncode == 2 and empty.stderr.startswith("kb: empty query") and empty.stderr.count("\n") == 1
+    binary = subprocess.run([sys.executable, "-m", "kb_tools", "--kb", fixture_kb, "search", "-"],
+                            input=b"\xff\xfe loss", capture_output=True, cwd=ROOT, check=False)
+    assert binary.returncode == 2 and binary.stderr == b"kb: standard input: not UTF-8 text (invalid start byte)\n"
