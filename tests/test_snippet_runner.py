@@ -69,10 +69,11 @@ def test_cuda_is_skipped_with_a_reason_without_a_gpu(tmp_path):
 
 
 def test_torchrun_entries_launch_two_processes(tmp_path):
+    # each rank writes its line in one os.write: the ranks share the pipe, and print()'s pieces interleave
     code = textwrap.dedent("""\
         import os
         def main():
-            print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"])
+            os.write(1, ("rank " + os.environ["RANK"] + " of " + os.environ["WORLD_SIZE"] + "\\n").encode())
         if __name__ == "__main__":
             main()
         """)
