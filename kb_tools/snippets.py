@@ -7,12 +7,15 @@ tests the CPU path the snippet falls back to.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -22,7 +25,8 @@ DEVICES = ("cpu", "cuda")
 FIGURE_LINE = re.compile(r"^figure ([a-z][a-z0-9_]*): (.+?)\s*$")
 # Where a restated figure may appear: the prose fields, and the title and symptoms too.
 FIGURE_TEXT_FIELDS = ("title", "symptoms", *PROSE_FIELDS)
-DEFAULT_TIMEOUT = 60
+# CPU seconds per thread: the slowest snippet uses about 25 on one core of a 2-core CI machine.
+DEFAULT_TIMEOUT = 120
 TORCHRUN_PROCS = 2
 
 
@@ -40,6 +44,7 @@ class SnippetRun:
     script: str
     kept: dict = field(default_factory=dict)
     exit_aborts: int = 0  # runs retried after the torchrun exit abort (EXIT_ABORT)
+    cpu_seconds: float | None = None  # the snippet's own CPU time (a forked run only)
 
     @property
     def passed(self) -> bool:
@@ -71,24 +76,17 @@ def device_skip_reason(entry, device: str) -> str | None:
     return None
 
 
-# The figures are recorded from seeded CPU runs, but x86 kernels pick their code path by CPU: on an
-# AVX-512 Intel machine a snippet printed 67% dead units where the record, made on another machine,
-# said 58% (a chaotic run amplifies last-bit differences). On x86 the CPU run therefore pins every
-# kernel library to its generic path (torch's own kernels, MKL's reproducible mode, oneDNN), so a
-# figure prints the same bits on any x86 CPU, wherever it is checked.
-X86_KERNELS = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"}
-
-
 def child_env(device: str) -> dict:
-    import platform
+    """The environment a snippet runs in: the user's own, with the GPU hidden for a CPU run.
+
+    No kernel path is pinned: a user pastes the snippet into a shell whose torch picks its own
+    (AVX2, AVX-512, ...), so every claim and figure is stated to hold on any of them (the
+    spread is measured by bench/figure_spread.py), and the test runs what the user runs."""
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("OMP_NUM_THREADS", "1")  # two snippets share two cores in CI
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
-        if platform.machine().lower() in ("x86_64", "amd64"):
-            for name, value in X86_KERNELS.items():
-                env.setdefault(name, value)
     return env
 
 
@@ -101,6 +99,7 @@ def command(entry, script_path: str) -> list:
 
 # Runs the script as __main__ (runpy, as `python script.py` would), then writes the loss
 # lists it kept at module level to the file named by argv[1]; the snippet itself prints nothing extra.
+# (The fork server does the same in its child; this is the path of a run in a fresh interpreter.)
 _KEEP_GLOBALS = (
     "import json, runpy, sys\n"
     "out, sys.argv = sys.argv[1], sys.argv[2:]\n"
@@ -129,46 +128,217 @@ def exit_aborted(run: SnippetRun) -> bool:
             and EXIT_ABORT in (run.stderr or "") and failing_line(run) is None)
 
 
-def run_snippet(entry, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT,
-                keep_globals: tuple = ()) -> SnippetRun:
-    """Write the snippet to a temporary script and run it; never raises for a failing snippet.
+def wall_backstop(cpu_limit: float) -> float:
+    """The wall-clock limit behind a CPU-time limit: only for a child that hangs without using the
+    CPU (a deadlock, a sleep), so it is far above what load can stretch a CPU-bound run to."""
+    return max(300.0, 10.0 * cpu_limit)
 
-    With `keep_globals` (names of module-level lists of numbers, e.g. the loss curves) a
-    plain-python snippet is run through runpy and those lists come back in `run.kept`.
-    A torchrun run that only hit the exit abort (EXIT_ABORT) is run once more."""
-    run = _run_once(entry, device, timeout, keep_globals)
+
+def run_snippet(entry, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT,
+                keep_globals: tuple = (), script: str | None = None, env: dict | None = None,
+                wall_timeout: float | None = None) -> SnippetRun:
+    """Run the snippet (or `script`, a variant of it) in a process of its own; never raises for a
+    failing snippet.
+
+    `timeout` is in CPU seconds of the snippet's process, per thread it may use: a run is only cut
+    short for the work it does, never because the machine is loaded. With `keep_globals` (names of
+    module-level lists of numbers, e.g. the loss curves) those lists come back in `run.kept`. A
+    plain-python snippet runs in a child of the fork server (torch already imported); a torchrun
+    snippet is launched as a fresh process tree. A torchrun run that only hit the exit abort
+    (EXIT_ABORT) is run once more. `wall_timeout` overrides the wall-clock backstop (wall_backstop)."""
+    env = env if env is not None else child_env(device)
+    text = script_text(entry) if script is None else script
+    limits = (max(1, int(timeout * _threads(env))), wall_timeout)
+    run = _run_once(entry, device, text, env, limits, keep_globals)
     if exit_aborted(run):
-        run = _run_once(entry, device, timeout, keep_globals)
+        run = _run_once(entry, device, text, env, limits, keep_globals)
         run.exit_aborts = 1
     return run
 
 
-def _run_once(entry, device: str, timeout: float, keep_globals: tuple) -> SnippetRun:
+def _threads(env: dict) -> int:
+    try:
+        return max(1, int(env.get("OMP_NUM_THREADS", "")))
+    except ValueError:
+        return os.cpu_count() or 1
+
+
+def _run_once(entry, device: str, text: str, env: dict, limits: tuple, keep_globals: tuple) -> SnippetRun:
+    cpu_limit, wall_limit = limits[0], limits[1] or wall_backstop(limits[0])
     with tempfile.TemporaryDirectory(prefix="kb-snippet-") as tmp:
         script = os.path.join(tmp, f"{entry.id.replace('-', '_')}.py")
         with open(script, "w", encoding="utf-8") as fh:
-            fh.write(script_text(entry))
-        cmd, kept_path = command(entry, script), None
-        if keep_globals and entry.launch != "torchrun":
-            kept_path = os.path.join(tmp, "kept-globals.json")
-            cmd = [sys.executable, "-c", _KEEP_GLOBALS % (tuple(keep_globals),), kept_path, script]
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, cwd=tmp, env=child_env(device),
-                                  capture_output=True, text=True, timeout=timeout)
-            rc, out, err, timed_out = proc.returncode, proc.stdout, proc.stderr, False
-        except subprocess.TimeoutExpired as exc:
-            rc, timed_out = None, True
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-        seconds = time.perf_counter() - start
+            fh.write(text)
+        kept_path = os.path.join(tmp, "kept-globals.json") if keep_globals and entry.launch != "torchrun" else None
+        if entry.launch != "torchrun" and fork_server_usable():
+            reply, out, err = _run_forked(script, tmp, env, (cpu_limit, wall_limit), keep_globals, kept_path)
+        else:
+            reply, out, err = _run_process(entry, script, tmp, env, (cpu_limit, wall_limit), keep_globals, kept_path)
+        rc = None if reply["timed_out"] else reply["returncode"]
         err = map_to_yaml(err, script, entry)
         kept = {}
         if kept_path and rc == 0 and os.path.exists(kept_path):
             with open(kept_path, encoding="utf-8") as fh:
                 kept = json.load(fh)
     return SnippetRun(entry=entry, device=device, returncode=rc, stdout=out, stderr=err,
-                      seconds=seconds, timed_out=timed_out, script=script, kept=kept)
+                      seconds=reply["seconds"], timed_out=bool(reply["timed_out"]), script=script, kept=kept,
+                      cpu_seconds=reply.get("cpu_seconds"))
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _run_forked(script: str, tmp: str, env: dict, limits: tuple, keep_globals: tuple, kept_path):
+    out_path, err_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
+    reply = fork_server(env).run({"script": script, "cwd": tmp, "stdout": out_path, "stderr": err_path,
+                                  "keep": list(keep_globals), "kept_path": kept_path,
+                                  "cpu_limit": limits[0], "wall_limit": limits[1]})
+    return reply, _read(out_path), _read(err_path)
+
+
+def _limit_cpu(seconds: int):
+    def apply():
+        import resource
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))  # each process of the tree
+    return apply
+
+
+def _run_process(entry, script: str, tmp: str, env: dict, limits: tuple, keep_globals: tuple, kept_path):
+    """A fresh interpreter (torchrun's process tree, or where fork is not available)."""
+    cpu_limit, wall_limit = limits
+    cmd = command(entry, script)
+    if kept_path:
+        cmd = [sys.executable, "-c", _KEEP_GLOBALS % (tuple(keep_globals),), kept_path, script]
+    posix = os.name == "posix"
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace", start_new_session=posix,
+                            preexec_fn=_limit_cpu(cpu_limit) if posix else None)
+    timed_out = None
+    try:
+        out, err = proc.communicate(timeout=wall_limit)
+    except subprocess.TimeoutExpired:
+        timed_out = "wall"
+        _kill_tree(proc)
+        out, err = proc.communicate()
+    seconds = time.perf_counter() - start
+    if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL) and timed_out is None:
+        timed_out = "cpu"
+    return {"returncode": proc.returncode, "timed_out": timed_out, "seconds": seconds}, out or "", err or ""
+
+
+def _kill_tree(proc) -> None:
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# ---------------------------------------------------------------- the fork server's client
+
+FORK_SERVER_VAR = "KB_SNIPPET_FORK"  # "0" runs every snippet in a fresh interpreter instead
+
+
+def fork_server_usable() -> bool:
+    return sys.platform.startswith("linux") and os.environ.get(FORK_SERVER_VAR, "1") != "0"
+
+
+class ForkServerError(RuntimeError):
+    """The fork server died or could not start; its stderr says why."""
+
+
+class ForkServer:
+    """One `python -m kb_tools.snippet_server` for one environment, started on first use."""
+
+    def __init__(self, env: dict):
+        self.env = env
+        self.log = tempfile.TemporaryFile(mode="w+", prefix="kb-fork-server-")
+        self.proc = subprocess.Popen([sys.executable, "-m", "kb_tools.snippet_server"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self._reply()  # {"ready": true}: torch is imported and warm
+
+    def _reply(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.log.seek(0)
+            tail = "\n".join(self.log.read().strip().splitlines()[-20:])
+            raise ForkServerError(f"the snippet fork server exited ({self.proc.poll()}):\n{tail}")
+        return json.loads(line)
+
+    def run(self, request: dict) -> dict:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+        self.log.close()
+
+
+_SERVERS: dict = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def fork_server(env: dict) -> ForkServer:
+    """The warm server for this environment (threads, kernels and devices are fixed at torch's
+    import, so each distinct environment gets its own) and this thread (a server runs one snippet
+    at a time); restarted if it died."""
+    key = (threading.get_ident(), tuple(sorted(env.items())))
+    with _SERVERS_LOCK:
+        server = _SERVERS.get(key)
+        if server is None or server.proc.poll() is not None:
+            if server is not None:
+                server.close()
+            server = _SERVERS[key] = ForkServer(env)
+            if len(_SERVERS) == 1:
+                atexit.register(close_fork_servers)
+    return server
+
+
+def close_fork_servers() -> None:
+    with _SERVERS_LOCK:
+        for server in _SERVERS.values():
+            server.close()
+        _SERVERS.clear()
+
+
+# Seeding calls a snippet makes: torch.manual_seed(0), gen.manual_seed(2), random.seed(0),
+# np.random.seed(0), np.random.default_rng(0), torch.cuda.manual_seed_all(s).
+_SEED_CALL = re.compile(r"\b(manual_seed(?:_all)?|(?<=random\.)seed|default_rng|RandomState)\((?=[^)\s])")
+
+
+def with_seed_offset(text: str, offset: int) -> str:
+    """The snippet with every seed it sets moved by `offset` (0 leaves it as it is): the same
+    program on other random draws, for measuring how far its figures move with the seed."""
+    if not offset:
+        return text
+    out, pos = [], 0
+    for match in _SEED_CALL.finditer(text):
+        start = match.end()
+        depth, end = 1, start
+        while end < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        if depth:
+            break
+        out.append(text[pos:start] + f"({text[start:end - 1]}) + {offset}")
+        pos = end - 1
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def yaml_line(entry, snippet_line: int) -> int:
@@ -207,18 +377,67 @@ def states(text: str, value: str) -> bool:
     return re.search(r"(?<![0-9A-Za-z.])" + re.escape(value) + r"(?![0-9A-Za-z]|\.[0-9])", text) is not None
 
 
+# A figure's claim is the text the entry states, where each number may be a range or a bound:
+# "104" (exact), "80-130" or "5.5-8.2x" (a range, ends included), "over 80", "at least 2",
+# "under 20", "at most 5". The snippet prints the value it measured ("figure NAME: 114"); the claim
+# holds when the text around the numbers is the same and each number falls in its slot. A figure
+# that moves with the CPU, the thread count, the seed or the device is stated as the range or the
+# bound that held over all of them (bench/figure_spread.py measures it).
+_NUM = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+_BOUNDS = {"over": float.__gt__, "above": float.__gt__, "more than": float.__gt__, "at least": float.__ge__,
+           "under": float.__lt__, "below": float.__lt__, "less than": float.__lt__, "at most": float.__le__}
+_SLOT = re.compile(r"(?<![\w.])(?:(?P<bound>" + "|".join(_BOUNDS) + r") (?P<limit>" + _NUM + r")"
+                   r"|(?P<low>" + _NUM + r")[-\u2013](?P<high>" + _NUM + r")"
+                   r"|(?P<exact>" + _NUM + r"))(?![\d])")
+_PRINTED_NUM = re.compile(r"(?<![\w.])" + _NUM + r"(?![\d])")
+
+
+def _skeleton(text: str, pattern) -> tuple:
+    """(the text with each number or slot replaced by a marker, the matches in order)."""
+    matches = list(pattern.finditer(text))
+    skeleton = pattern.sub("\x00", text)
+    return " ".join(skeleton.split()), matches
+
+
+def claim_holds(claim: str, printed: str) -> bool:
+    """Whether the value a snippet printed is what the entry's figure claims (see above)."""
+    if claim == printed:
+        return True
+    shape, slots = _skeleton(claim, _SLOT)
+    printed_shape, numbers = _skeleton(printed, _PRINTED_NUM)
+    if shape != printed_shape or len(slots) != len(numbers):
+        return False
+    for slot, number in zip(slots, numbers):
+        value = float(number.group(0))
+        if slot.group("bound"):
+            if not _BOUNDS[slot.group("bound")](value, float(slot.group("limit"))):
+                return False
+        elif slot.group("low") is not None:
+            if not float(slot.group("low")) <= value <= float(slot.group("high")):
+                return False
+        elif value != float(slot.group("exact")):
+            return False
+    return True
+
+
+def claim_is_exact(claim: str) -> bool:
+    """A claim with no range or bound in it: the snippet must print exactly this."""
+    return not any(m.group("bound") or m.group("low") is not None for m in _SLOT.finditer(claim))
+
+
 def figure_problems(entry, stdout: str) -> list:
-    """Where the entry's `figures`, its prose and what its snippet printed disagree (CPU run only:
-    the figures are the seeded CPU values, CUDA kernels may print others)."""
+    """Where the entry's `figures`, its prose and what its snippet printed disagree: each claim must
+    be stated in the text and hold for the printed value (on any device: a claim that moves is a
+    range or a bound)."""
     listed, printed, text = entry.figures or {}, printed_figures(stdout), prose(entry)
     problems = []
-    for name, value in listed.items():
-        if not states(text, value):
-            problems.append(f"figure {name}: the entry lists {value!r} but its text never states it")
+    for name, claim in listed.items():
+        if not states(text, claim):
+            problems.append(f"figure {name}: the entry lists {claim!r} but its text never states it")
         if name not in printed:
             problems.append(f"figure {name}: the snippet printed no `figure {name}: ...` line")
-        elif printed[name] != value:
-            problems.append(f"figure {name}: the text says {value!r} but the snippet printed {printed[name]!r}")
+        elif not claim_holds(claim, printed[name]):
+            problems.append(f"figure {name}: the text says {claim!r} but the snippet printed {printed[name]!r}")
     for name in printed.keys() - listed.keys():
         problems.append(f"figure {name}: printed by the snippet as {printed[name]!r} but not listed in `figures`")
     return problems

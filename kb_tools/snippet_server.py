@@ -1,0 +1,216 @@
+"""A fork server for snippet runs: torch is imported (and its optimizer path warmed) once, and
+each snippet runs in a fresh child forked from that warm process.
+
+Every snippet still runs in a process of its own, as `python script.py` would run it: its own
+`__main__`, its own argv and working folder, stdout and stderr to files of its own, torch's
+random generators seeded afresh as a new process seeds them, the thread count the environment asks for.
+What it no longer pays is torch's start-up (about 2 s) and the first optimizer step's import
+of `torch._dynamo` (about 1 s), which were most of a small snippet's time.
+
+Run as `python -m kb_tools.snippet_server` by kb_tools.snippets, which talks to it over the
+server's stdin and a private copy of its stdout, one JSON object per line each way:
+
+    request  {"script", "cwd", "stdout", "stderr", "keep": [names], "kept_path", "cpu_limit", "wall_limit"}
+    reply    {"returncode", "signal", "cpu_seconds", "seconds", "timed_out": null | "cpu" | "wall"}
+
+Timeouts are in CPU seconds of the child (RLIMIT_CPU, so a loaded machine cannot trip them);
+the wall-clock limit is only a backstop for a child that hangs without using the CPU.
+The server never initialises CUDA and warms up on one thread (a GNU OpenMP pool does not
+survive fork), so a child can use either.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import signal
+import sys
+import time
+
+WARM_UP = """
+import torch, torch.nn as nn, torch.nn.functional as F
+import torch.utils.data
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+for opt in (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+            torch.optim.Adam(model.parameters()), torch.optim.AdamW(model.parameters())):
+    loss = F.cross_entropy(model(torch.randn(5, 4)), torch.tensor([0, 1, 2, 0, 1]))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def _threads_asked() -> int:
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))
+    except ValueError:
+        return os.cpu_count() or 1
+
+
+def warm_up() -> dict:
+    """Import what every snippet imports and take one step of the common optimizers; return the
+    state a child must get back (what a fresh process would have)."""
+    import torch
+    state = {"threads": _threads_asked()}
+    torch.set_num_threads(1)
+    exec(compile(WARM_UP, "<warm-up>", "exec"), {})
+    try:
+        import numpy  # noqa: F401  (most snippets that use it import it; harmless when they do not)
+    except ImportError:
+        pass
+    return state
+
+
+def _trimmed(tb, script: str):
+    """The traceback from the script's first frame on, as `python script.py` shows it."""
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    return tb
+
+
+def _child(request: dict, state: dict) -> None:
+    """Runs in the forked child; never returns."""
+    code = 1
+    try:
+        os.setpgid(0, 0)  # its own group: a timeout kills the DataLoader workers it started too
+        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(target, fd)
+            os.close(target)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        for fd in request.get("close_fds", ()):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
+        limit = int(request["cpu_limit"])
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        code = _run_script(request, state)
+    except BaseException:  # noqa: BLE001 - the child reports everything through its exit status
+        try:
+            import traceback
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _run_script(request: dict, state: dict) -> int:
+    import random
+    import runpy
+
+    import torch
+    script = request["script"]
+    os.chdir(request["cwd"])
+    sys.argv = [script]
+    sys.path[0] = os.path.dirname(script)
+    torch.set_num_threads(state["threads"])
+    torch.seed()  # a new process seeds torch's and random's generators from the OS, not from a parent
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    try:
+        namespace = runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except BaseException as exc:  # noqa: BLE001 - printed as the interpreter would print it
+        import traceback
+        traceback.print_exception(type(exc), exc, _trimmed(exc.__traceback__, script))
+        return 1
+    if request.get("kept_path"):
+        kept = {}
+        for name in request.get("keep", ()):
+            try:
+                kept[name] = [float(v) for v in namespace.get(name, ())]
+            except (TypeError, ValueError):
+                pass
+        with open(request["kept_path"], "w", encoding="utf-8") as fh:
+            json.dump(kept, fh)
+    return 0
+
+
+def _wait(pid: int, wall_limit: float) -> tuple:
+    """(status, rusage, timed_out): wait for the child, killing its group past the wall backstop."""
+    deadline = time.monotonic() + wall_limit
+    pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    try:
+        while True:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                return status, usage, None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                _, status, usage = os.wait4(pid, 0)
+                return status, usage, "wall"
+            if pidfd is not None:
+                select.select([pidfd], [], [], min(left, 5.0))
+            else:
+                time.sleep(min(left, 0.02))
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _reap_group(pid: int) -> None:
+    """A child's leftover processes (a DataLoader worker it did not join) do not outlive it."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_one(request: dict, state: dict, protocol_fd: int) -> dict:
+    start = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        request = dict(request, close_fds=[protocol_fd])
+        _child(request, state)
+    status, usage, timed_out = _wait(pid, float(request["wall_limit"]))
+    _reap_group(pid)
+    seconds = time.perf_counter() - start
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    if sig in (signal.SIGXCPU, signal.SIGKILL) and timed_out is None \
+            and usage.ru_utime + usage.ru_stime >= float(request["cpu_limit"]) - 1:
+        timed_out = "cpu"
+    returncode = -sig if sig is not None else os.WEXITSTATUS(status)
+    return {"returncode": returncode, "signal": sig, "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
+            "seconds": round(seconds, 3), "timed_out": timed_out}
+
+
+def serve() -> None:
+    # the protocol gets a private copy of stdout; fd 1 itself goes to stderr, so nothing that
+    # torch or the warm-up prints can corrupt a reply
+    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)
+    state = warm_up()
+    protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        reply = run_one(json.loads(line), state, protocol.fileno())
+        protocol.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    serve()

@@ -1,0 +1,124 @@
+"""The fork server runs a snippet as `python script.py` would, only without torch's start-up:
+the same output, exit status, traceback, random state, threads and folder as a fresh interpreter."""
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+
+import pytest
+
+from kb_tools import snippets
+from kb_tools.load import load_kb
+from kbfactory import entry, make_kb
+
+pytestmark = pytest.mark.skipif(not snippets.fork_server_usable(), reason="the fork server is Linux-only")
+
+PROBE = textwrap.dedent("""\
+    import os, sys
+    import torch
+    print("name", __name__)
+    print("argv", os.path.basename(sys.argv[0]), len(sys.argv))
+    print("cwd", os.getcwd() == os.path.dirname(os.path.abspath(__file__)))
+    print("path0", sys.path[0] == os.path.dirname(os.path.abspath(__file__)))
+    print("threads", torch.get_num_threads())
+    print("seed", torch.initial_seed())
+    print("rand", torch.rand(3).tolist())
+    os.write(1, b"from fd 1\\n")
+    sys.stderr.write("to stderr\\n")
+    """)
+
+
+def load_entry(tmp_path, name="server-case", **fields):
+    make_kb(tmp_path, entries=[entry(name, **fields)])
+    return load_kb(str(tmp_path / "kb"), use_cache=False).entries[name]
+
+
+def both_ways(e, monkeypatch, **kwargs):
+    forked = snippets.run_snippet(e, "cpu", **kwargs)
+    monkeypatch.setenv(snippets.FORK_SERVER_VAR, "0")
+    fresh = snippets.run_snippet(e, "cpu", **kwargs)
+    monkeypatch.delenv(snippets.FORK_SERVER_VAR)
+    return forked, fresh
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_a_forked_run_sees_what_a_fresh_interpreter_sees(tmp_path, monkeypatch, threads):
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    e = load_entry(tmp_path, snippet=PROBE)
+    forked, fresh = both_ways(e, monkeypatch)
+    again = snippets.run_snippet(e, "cpu")
+    assert forked.passed and fresh.passed, forked.stderr + fresh.stderr
+
+    def unseeded(run):  # an unseeded generator differs from run to run, forked or fresh
+        return [line for line in run.stdout.splitlines() if not line.startswith(("seed", "rand"))]
+
+    assert unseeded(forked) == unseeded(fresh), (forked.stdout, fresh.stdout)
+    seeds = {line for run in (forked, fresh, again) for line in run.stdout.splitlines() if line.startswith("seed")}
+    assert len(seeds) == 3  # each forked child draws its own seed, as a new interpreter does
+    assert f"threads {threads}\n" in forked.stdout and "name __main__" in forked.stdout
+    assert "cwd True" in forked.stdout and "path0 True" in forked.stdout and "from fd 1" in forked.stdout
+    assert forked.stderr.strip() == fresh.stderr.strip() == "to stderr"
+    assert forked.cpu_seconds is not None and fresh.cpu_seconds is None
+
+
+@pytest.mark.parametrize("tail, code", [("sys.exit(3)", 3), ("sys.exit('bye')", 1), ("raise SystemExit", 0),
+                                        ("assert 1 == 2, 'planted'", 1), ("os.abort()", -signal.SIGABRT)])
+def test_exit_status_and_traceback_match_a_fresh_interpreter(tmp_path, monkeypatch, tail, code):
+    e = load_entry(tmp_path, snippet=f"import os, sys\nprint('before', flush=True)\n{tail}\n")
+    forked, fresh = both_ways(e, monkeypatch)
+    assert forked.returncode == fresh.returncode == code
+    assert forked.stdout == fresh.stdout == "before\n"
+    if "assert" in tail:
+        assert forked.stderr == fresh.stderr  # the traceback starts at the script, mapped to the YAML
+        assert snippets.failing_line(forked) == snippets.failing_line(fresh) is not None
+        assert "snippet_server" not in forked.stderr and "runpy" not in forked.stderr
+
+
+def test_a_real_snippet_prints_the_same_forked_and_fresh(monkeypatch):
+    """A training snippet of the shipped KB, with its loss curves kept: the same bytes either way."""
+    e = load_kb(use_cache=False).entries["dead-relu"]
+    forked, fresh = both_ways(e, monkeypatch, keep_globals=("bug_losses", "fix_losses"))
+    assert forked.passed and fresh.passed
+    assert forked.stdout == fresh.stdout and forked.kept == fresh.kept and forked.kept["bug_losses"]
+
+
+def test_dataloader_workers_run_in_a_forked_child(tmp_path):
+    e = load_entry(tmp_path, snippet=textwrap.dedent("""\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        ds = TensorDataset(torch.arange(8.0))
+        total = sum(b[0].sum().item() for b in DataLoader(ds, batch_size=2, num_workers=2))
+        assert total == 28.0, total
+        print("ok", total)
+        """))
+    run = snippets.run_snippet(e, "cpu", timeout=60)
+    assert run.passed and run.summary() == "ok 28.0", run.stderr
+
+
+def test_the_server_survives_a_crashed_child_and_a_killed_server_is_restarted(tmp_path):
+    crash = load_entry(tmp_path / "a", snippet="import os\nos.kill(os.getpid(), 9)\n")
+    ok = load_entry(tmp_path / "b", snippet="print('fine')\n")
+    assert snippets.run_snippet(crash, "cpu").returncode == -9
+    assert snippets.run_snippet(ok, "cpu").summary() == "fine"
+    server = snippets.fork_server(snippets.child_env("cpu"))
+    server.proc.kill()
+    server.proc.wait()
+    assert snippets.run_snippet(ok, "cpu").summary() == "fine"  # a new server took its place
+
+
+def test_a_snippet_cannot_read_the_servers_protocol(tmp_path):
+    """The child's stdin is empty and the server's reply pipe is closed in it: a snippet that reads
+    stdin or writes to every fd cannot block or corrupt the next run."""
+    e = load_entry(tmp_path, snippet=textwrap.dedent("""\
+        import os, sys
+        assert sys.stdin.read() == ""
+        for fd in range(3, 64):
+            try:
+                os.write(fd, b'{"returncode": 0}\\n')
+            except OSError:
+                pass
+        print("done")
+        """))
+    assert snippets.run_snippet(e, "cpu").summary() == "done"
+    assert snippets.run_snippet(e, "cpu").summary() == "done"
