@@ -36,8 +36,22 @@ class VerifiedError(KBError):
     """The record of verified runs is unreadable or malformed; the message names file and field."""
 
 
+RECORD_VAR = "KB_RECORD_DIR"
+
+
 def default_dir(kb_root: str) -> str:
+    """The committed record the site reads: <kb>/verified."""
     return os.path.join(kb_root, DIR_NAME)
+
+
+def record_dir(kb_root: str) -> str:
+    """Where a snippet test run writes what it saw: $KB_RECORD_DIR when set (`make record` sets it to
+    the committed kb/verified), else build/verified beside the KB, which git ignores: a test run never
+    changes the checkout."""
+    chosen = os.environ.get(RECORD_VAR)
+    if chosen:
+        return os.path.abspath(chosen)
+    return os.path.join(os.path.dirname(os.path.abspath(kb_root)), "build", DIR_NAME)
 
 
 def snippet_sha256(text: str) -> str:

@@ -1,11 +1,13 @@
-"""Collect tests/test_snippets.py as one item per (entry, device) and record the outcomes
-in the KB's kb/verified/results.json (see kb_tools/verified.py), and keep the suite's caches
-out of the user's own cache folder."""
+"""Collect tests/test_snippets.py as one item per (entry, device) and record the outcomes in
+build/verified/ (or in $KB_RECORD_DIR: `make record` points it at the committed kb/verified; see
+kb_tools/verified.py), keep the suite's caches out of the user's own cache folder, and fail the
+run if it changed the checkout: a test never rewrites a tracked file."""
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 
@@ -39,10 +41,39 @@ def pytest_runtest_logreport(report):
             "torch": props["torch"], "python": props["python"], "snippet_sha256": props["snippet_sha256"]}
 
 
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_TREE_BEFORE = []
+
+
+def git_status(top: str = CHECKOUT) -> str | None:
+    """`git status --porcelain` of the checkout (tracked changes and untracked files git does not
+    ignore), or None outside a git work tree."""
+    try:
+        proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=top,
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):
+        _TREE_BEFORE.append(git_status())
+
+
 def pytest_sessionfinish(session):
-    if _RUNS and not hasattr(session.config, "workerinput"):
+    if hasattr(session.config, "workerinput"):
+        return
+    if _RUNS:
         from kb_tools import verified
         from kb_tools.locate import find_kb_root
-        verified.record(_RUNS, verified.default_dir(find_kb_root()))
-    if not hasattr(session.config, "workerinput"):
-        shutil.rmtree(os.environ.pop(SUITE_CACHE), ignore_errors=True)
+        verified.record(_RUNS, verified.record_dir(find_kb_root()))
+    shutil.rmtree(os.environ.pop(SUITE_CACHE), ignore_errors=True)
+    before, after = (_TREE_BEFORE or [None])[0], git_status()
+    recording = os.environ.get("KB_RECORD_DIR")  # `make record` writes kb/verified on purpose
+    if before is not None and after is not None and before != after and not recording:
+        changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
+        session.config.pluginmanager.get_plugin("terminalreporter").write_line(
+            "the test run changed the checkout (a test must never rewrite tracked files):\n  "
+            + "\n  ".join(changed[:20]), red=True)
+        session.exitstatus = 1

@@ -32,7 +32,7 @@ class SnippetItem(pytest.Item):
         reason = snippets.device_skip_reason(self.entry, self.device)
         if reason:
             pytest.skip(reason)
-        # what conftest.py records in kb/verified/results.json, passed or failed
+        # what conftest.py records in build/verified/results.json ($KB_RECORD_DIR), passed or failed
         sha = verified.snippet_sha256(snippets.script_text(self.entry))
         self.user_properties += [("snippet_sha256", sha), ("device_name", device_name(self.device)),
                                  ("torch", torch_version()), ("python", platform.python_version())]
@@ -47,7 +47,7 @@ class SnippetItem(pytest.Item):
                 raise FiguresDrifted(run, problems)
         curves = verified.curves_from(run.kept)
         if curves:
-            verified.write_curves(verified.default_dir(self.entry_kb_root), self.entry.id, curves, sha, torch_version())
+            verified.write_curves(verified.record_dir(self.entry_kb_root), self.entry.id, curves, sha, torch_version())
         retried = ", retried once after the exit abort" if run.exit_aborts else ""
         print(f"{self.name}: {run.summary()} ({run.seconds:.1f}s{retried})")
 

@@ -157,7 +157,8 @@ def test_the_suite_under_two_workers_records_every_run(tmp_path):
     write_entry(tmp_path, entry("fails-here", snippet="import torch\nassert torch.tensor(1.0) == 2.0\n"))
     kb = load_kb(str(kb_dir), use_cache=False)
     assert not kb.problems
-    vdir = verified.default_dir(str(kb_dir))
+    vdir = verified.record_dir(str(kb_dir))
+    assert vdir == str(tmp_path / "build" / "verified")  # beside the KB, never inside it
     verified.record({("alpha-bug", GPU): run()}, vdir)
     env = {**os.environ, "KB_PATH": str(kb_dir)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
@@ -177,6 +178,61 @@ def test_the_suite_under_two_workers_records_every_run(tmp_path):
     assert curves["bug"][-1][1] == pytest.approx(9.0) and curves["fix"][-1][1] < 1e-3
     assert not os.path.exists(os.path.join(vdir, "curves", "fails-here.json"))
     assert len(curves["fix"]) <= verified.MAX_POINTS and curves["fix"][-1][0] == 149
+    assert not os.path.exists(verified.default_dir(str(kb_dir)))  # the committed record is untouched
+
+
+def test_a_snippet_test_run_leaves_the_checkout_as_it_was(tmp_path):
+    """The real KB's snippet test records into build/verified (ignored by git), not kb/verified:
+    `git status --porcelain` is the same before and after, and the record is where it says."""
+    from conftest import CHECKOUT, git_status
+    before = git_status()
+    if before is None:
+        pytest.skip("not a git checkout")
+    record = tmp_path / "record"
+    env = {k: v for k, v in os.environ.items() if k not in ("KB_PATH", verified.RECORD_VAR)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           os.path.join(HERE, "test_snippets.py"), "-k", "dead-relu and cpu"],
+                          cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert git_status() == before
+    data = verified.load_results(os.path.join(CHECKOUT, "build", "verified", verified.RESULTS_FILE))
+    assert data["dead-relu"]["cpu"]["outcome"] == "passed"
+    # and with KB_RECORD_DIR (what `make record` sets) the record goes there
+    env[verified.RECORD_VAR] = str(record)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           os.path.join(HERE, "test_snippets.py"), "-k", "dead-relu and cpu"],
+                          cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert verified.load_results(str(record / verified.RESULTS_FILE))["dead-relu"]["cpu"]["outcome"] == "passed"
+    assert (record / "curves" / "dead-relu.json").is_file()
+
+
+def test_the_suite_fails_when_a_test_changes_the_checkout(tmp_path):
+    """conftest's guard, run in a throw-away repository with this suite's conftest.py: a test that
+    rewrites a tracked file fails the run, naming the file; the same suite without it passes."""
+    import shutil
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    shutil.copy(os.path.join(HERE, "conftest.py"), repo / "tests" / "conftest.py")
+    (repo / "data.txt").write_text("tracked\n")
+    (repo / "tests" / "test_probe.py").write_text(
+        "import os\n"
+        "def test_reads():\n"
+        "    assert open(os.path.join(os.path.dirname(__file__), '..', 'data.txt')).read() == 'tracked\\n'\n"
+        "def test_rewrites():\n"
+        "    if os.environ.get('REWRITE'):\n"
+        "        with open(os.path.join(os.path.dirname(__file__), '..', 'data.txt'), 'a') as fh:\n"
+        "            fh.write('changed by a test\\n')\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "probe"]):
+        subprocess.run(git + cmd, cwd=repo, check=True, capture_output=True)
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    env = {k: v for k, v in os.environ.items() if k != verified.RECORD_VAR}
+    clean = subprocess.run(base, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert clean.returncode == 0, clean.stdout[-2000:]
+    dirty = subprocess.run(base, cwd=repo, env={**env, "REWRITE": "1"}, capture_output=True, text=True, timeout=300)
+    assert dirty.returncode == 1, dirty.stdout[-2000:]
+    assert "the test run changed the checkout" in dirty.stdout and "data.txt" in dirty.stdout
 
 
 def test_the_shipped_record_is_valid_and_names_known_entries():
