@@ -10,7 +10,7 @@ import sys
 
 from .util import KBError
 
-CACHE_FORMAT = 10  # of the parsed-KB cache; part of the signature, so a new layout rebuilds
+CACHE_FORMAT = 11  # of the parsed-KB cache; part of the signature, so a new layout (or a new rule) rebuilds
 
 SYNONYMS_FILE = "synonyms.yaml"
 TAGS_FILE = "tags.yaml"  # the tag vocabulary: tag -> one-line meaning
