@@ -271,10 +271,11 @@ def cmd_verify(args) -> int:
     for d in report.defects + report.unchecked:
         print(str(d).replace(f": {d.kind}: ", f": {style(d.kind, '1;31' if d.kind != 'unchecked' else '33')}: ", 1))
     versions = ", ".join(f"{name} {v or 'not installed'}" for name, v in sorted(report.packages.items()))
-    print(f"{report.quotes} quotes: {report.passed} verbatim, {len(report.defects)} failed, "
+    print(f"{report.quotes} quotes: {report.passed} verbatim, {report.failed} failed, "
           f"{len(report.unchecked)} unchecked" + (" (--strict: fails)" if args.strict and report.unchecked else "")
           + (f"; package quotes checked against {versions}" if versions else "")
           + f"; {report.sources} source hashes checked"
+          + (f", {report.sources_changed} changed" if report.sources_changed else "")
           + f" [{report.seconds * 1000:.0f} ms]")
     return EXIT_OK if ok else EXIT_FAIL
 
