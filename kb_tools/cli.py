@@ -57,13 +57,18 @@ def cmd_check(args) -> int:
 
 
 def search_from_lint(args, query: str) -> int:
-    """The entries behind what `kb lint` finds in a script, in the order of their first finding."""
-    from .lint import lint_paths
+    """The entries behind what `kb lint` finds in a script, in the order of their first finding;
+    a file that could not be linted is a line on stderr and exit 1, after the others' entries."""
+    from .lint import UNLINTABLE, lint_paths
     kb = _load(args)
     if query.strip():
         raise UsageError("search: give a query or --from-lint FILE, not both")
-    hits = {}
+    hits, unlinted = {}, []
     for finding in lint_paths([args.from_lint], stdin=True):
+        if finding.code == UNLINTABLE:
+            unlinted.append(finding)
+            print(f"kb: {finding}", file=sys.stderr)
+            continue
         entry = kb.entries.get(finding.entry)
         if entry is None or (args.area and entry.area != args.area) or (args.tag and args.tag.lower() not in entry.tags):
             continue
@@ -73,14 +78,14 @@ def search_from_lint(args, query: str) -> int:
     shown = list(hits.values())[:args.limit]
     if args.json:
         print_json(shown)
-        return EXIT_OK
-    if not shown:
+        return EXIT_FAIL if unlinted else EXIT_OK
+    if not shown and not unlinted:
         print(f"kb lint finds none of the KB's mistakes in {'standard input' if args.from_lint == '-' else args.from_lint}")
     for n, hit in enumerate(shown, 1):
         print(f"{n:2d}. {style(hit['id'], '1')}  {hit['title']}  [{hit['area']}]  "
               f"{hit['score']} finding{'s' if hit['score'] != 1 else ''}")
         print(f"    {style('found:', '2')} {hit['matched']}")
-    return EXIT_OK
+    return EXIT_FAIL if unlinted else EXIT_OK
 
 
 def cmd_lint(args) -> int:
@@ -266,10 +271,11 @@ def cmd_verify(args) -> int:
     for d in report.defects + report.unchecked:
         print(str(d).replace(f": {d.kind}: ", f": {style(d.kind, '1;31' if d.kind != 'unchecked' else '33')}: ", 1))
     versions = ", ".join(f"{name} {v or 'not installed'}" for name, v in sorted(report.packages.items()))
-    print(f"{report.quotes} quotes: {report.passed} verbatim, {len(report.defects)} failed, "
+    print(f"{report.quotes} quotes: {report.passed} verbatim, {report.failed} failed, "
           f"{len(report.unchecked)} unchecked" + (" (--strict: fails)" if args.strict and report.unchecked else "")
           + (f"; package quotes checked against {versions}" if versions else "")
           + f"; {report.sources} source hashes checked"
+          + (f", {report.sources_changed} changed" if report.sources_changed else "")
           + f" [{report.seconds * 1000:.0f} ms]")
     return EXIT_OK if ok else EXIT_FAIL
 

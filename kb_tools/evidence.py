@@ -305,6 +305,17 @@ def _yaml_value(value: str) -> str:
         else json.dumps(value, ensure_ascii=False)
 
 
+def _iso_date(value: str) -> bool:
+    """`value` is a calendar date written YYYY-MM-DD (fromisoformat alone also takes 20240101)."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        return False
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:  # 2024-02-30
+        return False
+    return True
+
+
 def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, author=None, published=None,
                  url=None, coverage="full", force=False, timeout=TIMEOUT, max_bytes=MAX_BYTES,
                  today=None, kind="primary", retells=None) -> dict:
@@ -325,6 +336,8 @@ def add_evidence(target: str, source_id: str, evidence_dir: str, title=None, aut
         missing = [f"--retells-{k}" for k in ("title", "author", "url") if k not in retells]
         if missing:
             raise EvidenceUsage(f"a secondary source names the work it retells: give {', '.join(missing)}")
+    if published is not None and published != "unknown" and not _iso_date(published):
+        raise EvidenceUsage(f"--published '{published[:40]}' is not a date: give YYYY-MM-DD, or 'unknown'")
     if not 0 < timeout < float("inf"):  # also refuses nan
         raise EvidenceUsage(f"--timeout must be a positive number of seconds, not {timeout:g}")
     if max_bytes < 1:

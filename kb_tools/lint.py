@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
-from .util import UsageError
+from .util import UsageError, read_regular
 
 # code -> (name, entry id, message). The entry explains the cause, the fix and how to check.
 RULES = {
@@ -74,6 +74,9 @@ ADAM = {"torch.optim.Adam", "torch.optim.AdamW", "torch.optim.Adamax", "torch.op
 LOSS_KINDS = {**{n: "ce" for n in CE_LOSSES}, **{n: "bce" for n in BCE_LOSSES},
               **{n: "bce-logits" for n in BCE_LOGITS}, **{n: "nll" for n in NLL_LOSSES}}
 MAX_SOURCE_BYTES = 5 << 20
+# Not a rule: a file that cannot be linted (not a regular file, unreadable, not Python) is reported in
+# the findings' form, so one bad file neither hides the other files' findings nor passes unnoticed.
+UNLINTABLE, UNLINTABLE_NAME = "KBL000", "cannot-lint"
 
 
 @dataclass
@@ -85,13 +88,14 @@ class Finding:
     col: int
     code: str
     message: str
-    entry: str
+    entry: str | None  # None for UNLINTABLE: no entry explains a file that could not be read
 
     def __str__(self):
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message} (kb show {self.entry})"
+        more = f" (kb show {self.entry})" if self.entry else ""
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}{more}"
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "name": RULES[self.code][0]}
+        return {**asdict(self), "name": RULES[self.code][0] if self.code in RULES else UNLINTABLE_NAME}
 
 
 def rules_for(entry_id: str) -> list:
@@ -651,8 +655,20 @@ def _noqa(lines: list, line: int, code: str) -> bool:
 
 
 def lint_source(text: str, path: str = "<string>", select=None, ignore=None) -> list:
-    """Every finding in one file's source, sorted by line. Raises SyntaxError."""
-    tree = ast.parse(text, filename=path)
+    """Every finding in one file's source, sorted by line. Raises SyntaxError, also for code
+    nested too deeply to parse or walk (the parser raises MemoryError, a walk RecursionError)."""
+    try:
+        try:
+            tree = ast.parse(text, filename=path)
+        except ValueError as exc:  # a null byte, before Python 3.12
+            raise SyntaxError(str(exc), (path, 1, 1, None)) from None
+        return _lint_tree(tree, text, path, select, ignore)
+    except (RecursionError, MemoryError):
+        raise SyntaxError("nested too deeply (Python cannot compile it either)", (path, 1, 1, None)) from None
+
+
+def _lint_tree(tree, text: str, path: str, select, ignore) -> list:
+    """lint_source on a parsed tree; the index of its nodes is cleared whatever happens."""
     _Index.build(tree)
     lines = text.splitlines()
     found = {}
@@ -698,35 +714,58 @@ def python_files(paths, stdin: bool = False) -> list:
     return out
 
 
+def decode_python(data: bytes) -> str:
+    """A file's text as Python reads it: a UTF-8 BOM or a `# -*- coding: ... -*-` line chooses the
+    encoding, UTF-8 otherwise. Raises SyntaxError (an unknown or conflicting encoding) or
+    UnicodeDecodeError, as Python would refuse to run the file."""
+    from importlib.util import decode_source
+    return decode_source(data)
+
+
+def _read_script(name: str) -> bytes:
+    """A script's bytes; a FIFO or a device is refused by its type, before anything opens it
+    (opening a FIFO blocks until a writer comes). Raises OSError or ValueError (too large)."""
+    if name == STDIN:  # a script piped in, as `cat train.py | kb lint -`
+        data = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
+        if len(data) > MAX_SOURCE_BYTES:
+            raise ValueError(f"larger than {MAX_SOURCE_BYTES >> 20} MB; not a training script")
+        return data
+    import stat
+    if not stat.S_ISREG(os.stat(name).st_mode):
+        raise OSError("not a regular file")
+    try:
+        return read_regular(name, MAX_SOURCE_BYTES)  # checks the type again: it may have changed since
+    except ValueError:
+        raise ValueError(f"larger than {MAX_SOURCE_BYTES >> 20} MB; not a training script") from None
+
+
+def lint_file(name: str, select=None, ignore=None) -> list:
+    """The findings in one file (STDIN: standard input); a file that cannot be read or parsed is
+    one UNLINTABLE finding, at the line Python names when it has one."""
+    path = STDIN_NAME if name == STDIN else name
+    unlintable = lambda line, col, why: [Finding(path, line or 1, col or 1, UNLINTABLE, why, None)]  # noqa: E731
+    try:
+        data = _read_script(name)
+    except OSError as exc:
+        return unlintable(1, 1, f"cannot read: {exc.strerror or exc}")
+    except ValueError as exc:
+        return unlintable(1, 1, f"cannot read: {exc}")
+    try:
+        return lint_source(decode_python(data), path, select, ignore)
+    except UnicodeDecodeError as exc:
+        return unlintable(1, 1, f"cannot parse: not UTF-8 text ({exc.reason} at byte {exc.start}) and no "
+                                f"coding line names another encoding")
+    except SyntaxError as exc:
+        return unlintable(exc.lineno, exc.offset, f"cannot parse: {exc.msg}")
+
+
 def lint_paths(paths, select=None, ignore=None, stdin: bool = False) -> list:
-    """Findings for every Python file under `paths`; an unreadable or unparsable file is a KBError
-    (exit 2 at the command line) naming the file and the line."""
+    """Findings for every Python file under `paths`; a file that cannot be read or parsed is an
+    UNLINTABLE finding naming it (and the line), and the other files are still linted."""
     for code in list(select or []) + list(ignore or []):
         if not any(c.startswith(code) for c in RULES):
             raise UsageError(f"unknown rule code '{code}' (codes: {', '.join(RULES)})")
-    findings = []
-    for name in python_files(paths, stdin):
-        path = STDIN_NAME if name == STDIN else name
-        try:
-            if name == STDIN:  # a script piped in, as `cat train.py | kb lint -`
-                data = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
-            else:
-                with open(path, "rb") as fh:
-                    data = fh.read(MAX_SOURCE_BYTES + 1)
-            if len(data) > MAX_SOURCE_BYTES:
-                raise UsageError(f"{path}: larger than {MAX_SOURCE_BYTES >> 20} MB; not a training script")
-            text = data.decode("utf-8")
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"{path}: cannot read: not UTF-8 text ({exc.reason})") from None
-        try:
-            findings.extend(lint_source(text, path, select, ignore))
-        except SyntaxError as exc:
-            raise UsageError(f"{path}:{exc.lineno or 0}: cannot parse: {exc.msg}") from None
-        except RecursionError:
-            raise UsageError(f"{path}: cannot parse: nested too deeply") from None
-    return findings
+    return [f for name in python_files(paths, stdin) for f in lint_file(name, select, ignore)]
 
 
-__all__ = ["RULES", "Finding", "lint_source", "lint_paths", "rules_for"]
+__all__ = ["RULES", "UNLINTABLE", "Finding", "lint_source", "lint_file", "lint_paths", "rules_for"]

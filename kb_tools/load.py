@@ -79,6 +79,13 @@ def required(spec_item) -> bool:
     return spec_item[1].startswith("yes")
 
 
+# Characters that show as nothing or reorder the text around them: zero-width ones and the
+# bidirectional controls. In a title or a symptom they make one line read as another (a right-to-left
+# override turns "nan si" into "is nan") or split a word search would match (KB027).
+HIDDEN_CHARS = frozenset("\u061c\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"
+                         "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+ONE_LINE_FIELDS = ("title", "symptoms")  # id, aliases and tags allow only plain characters already
+
 RETELLS_FIELDS = ("title", "author", "url")
 EVIDENCE_FIELDS = ("quote", "supports")
 SUPPORTS_MAX = 200  # characters: `supports` is one short line
@@ -227,6 +234,27 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
         if required(item) and field not in data:
             col.add(path, data.get("__line__", 1), "KB003", field, f"missing required {kind} field")
     return bad
+
+
+def _hidden_characters(data: dict, path: str, col: _Collector, bad: set) -> set:
+    """KB027 for each one-line field of an entry (or item of one) holding a HIDDEN_CHARS character;
+    returns the fields that failed. Fields that already failed their type check are skipped."""
+    import unicodedata
+    failed = set()
+    for field in ONE_LINE_FIELDS:
+        value = data.get(field)
+        if field in bad or value is None:
+            continue
+        lines = data["__items__"].get(field) if isinstance(value, list) else None
+        for n, text in enumerate(value if isinstance(value, list) else [value]):
+            hidden = next((c for c in text if c in HIDDEN_CHARS), None)
+            if hidden is None:
+                continue
+            at = lines[n] if lines else data["__lines__"].get(field, 1)
+            col.add(path, at, "KB027", field, f"holds U+{ord(hidden):04X} {unicodedata.name(hidden, '')}, "
+                                              f"which shows as nothing or reorders the text; remove it")
+            failed.add(field)
+    return failed
 
 
 def read_kb_text(path: str) -> str:
@@ -551,6 +579,7 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             continue
         lines = data["__lines__"]
         bad = _check_fields(data, ENTRY_FIELDS, rel, col, "entry")
+        bad |= _hidden_characters(data, rel, col, bad)
         stem = os.path.splitext(os.path.basename(path))[0]
         eid = data.get("id")
         if isinstance(eid, str):

@@ -10,7 +10,7 @@ import sys
 
 from .util import KBError
 
-CACHE_FORMAT = 10  # of the parsed-KB cache; part of the signature, so a new layout rebuilds
+CACHE_FORMAT = 11  # of the parsed-KB cache; part of the signature, so a new layout (or a new rule) rebuilds
 
 SYNONYMS_FILE = "synonyms.yaml"
 TAGS_FILE = "tags.yaml"  # the tag vocabulary: tag -> one-line meaning
@@ -69,13 +69,16 @@ def scan_files(top: str, suffixes: tuple, skipped: list | None = None) -> list:
     return [entry.path for entry in _scan(top, suffixes, skipped=skipped)]
 
 
-def _scan(top: str, suffixes: tuple, found: list | None = None, skipped: list | None = None) -> list:
+def _scan(top: str, suffixes: tuple, found: list | None = None, skipped: list | None = None,
+          seen: list | None = None) -> list:
     """os.DirEntry objects, depth first in name order (scandir: no Python-level path joins).
 
     Only regular files (or links to them) are returned and only real folders are
     entered: a symlinked folder (a loop, a link to /) is not followed, and a FIFO or
     device is never opened. What is passed over, and folders that cannot be read,
-    go to `skipped` as (path, reason) when a list is given.
+    go to `skipped` as (path, reason) when a list is given. `seen`, when given, gets
+    entry_key of every entry that is not hidden, whatever its type or name: the
+    signature, so that a link, FIFO or folder coming or going is a change too.
     """
     found = [] if found is None else found
     try:
@@ -86,10 +89,14 @@ def _scan(top: str, suffixes: tuple, found: list | None = None, skipped: list | 
     except OSError as exc:
         if skipped is not None:
             skipped.append((top, f"cannot read the folder: {exc.strerror or exc}"))
+        if seen is not None:
+            seen.append((top, "unreadable", exc.errno))
         return found
     for entry in entries:
         if entry.name.startswith("."):
             continue
+        if seen is not None:
+            seen.append(entry_key(entry, suffixes))
         try:
             is_dir = entry.is_dir()
             if is_dir and entry.is_symlink():
@@ -97,7 +104,7 @@ def _scan(top: str, suffixes: tuple, found: list | None = None, skipped: list | 
                     skipped.append((entry.path, "a symlinked folder is not followed (move the files in)"))
                 continue
             if is_dir:
-                _scan(entry.path, suffixes, found, skipped)
+                _scan(entry.path, suffixes, found, skipped, seen)
             elif entry.name.endswith(suffixes):
                 if entry.is_file():
                     found.append(entry)
@@ -119,10 +126,31 @@ def stat_key(path_or_entry) -> tuple:
     return (path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
+def entry_key(entry, suffixes: tuple) -> tuple:
+    """One directory entry in the signature: its path and type, a link's target, and for a file
+    the loader reads, stat_key. Types from the folder listing (no stat for them) and never an
+    open: a FIFO stays unopened."""
+    try:
+        if entry.is_symlink():
+            key = (entry.path, "link", os.readlink(entry.path))
+        elif entry.is_dir(follow_symlinks=False):
+            return (entry.path, "dir")
+        elif entry.is_file(follow_symlinks=False):
+            key = (entry.path, "file")
+        else:
+            return (entry.path, "other")  # a FIFO, a socket, a device
+    except OSError as exc:
+        return (entry.path, "unreadable", exc.errno)
+    return key + stat_key(entry)[1:] if entry.name.endswith(suffixes) else key
+
+
 def kb_signature(root: str) -> tuple:
-    """Changes whenever any KB file is added, removed or written."""
+    """Changes whenever anything in the KB's folders is added, removed, retyped or written: every
+    entry counts (a dangling link or a FIFO the loader reports, a file it skips), not only the
+    files it reads."""
     sig = [CACHE_FORMAT, sys.version_info[:2], stat_key(os.path.join(root, SYNONYMS_FILE)),
            stat_key(os.path.join(root, TAGS_FILE))]
     for top, suffixes in kb_folders(root):
-        sig.extend(stat_key(entry) for entry in _scan(top, suffixes))
+        sig.append(top)
+        _scan(top, suffixes, seen=sig)
     return tuple(sig)

@@ -45,6 +45,7 @@ CHECK_CODES = {
     "KB024": ("site-name-clash", "An id or alias cannot name a page of the docs site: `index` as an entry or source id, an alias equal to one of the site's own pages, or an alias with characters other than letters, digits, '.', '_' and '-'."),
     "KB025": ("dead-mention", "Prose names an entry that does not exist: a code span holding only a kebab-case word (`lr-too-low`), or a kebab-case word after `see`, that is no entry's id or alias."),
     "KB026": ("unknown-tag", "A tag is not in the KB's vocabulary `kb/tags.yaml` (the nearest tag is suggested), or the vocabulary is missing or malformed: it maps each kebab-case tag to a one-line meaning."),
+    "KB027": ("hidden-character", "An entry's title or a symptom holds a character that shows as nothing or reorders the text around it: zero-width (U+200B to U+200D, U+2060, U+FEFF) or a bidirectional control (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069). Ids, aliases and tags allow only plain characters already (KB017, KB024, KB026)."),
 }
 # `kb verify`'s defect kinds, most basic first: a quote gets only the first that applies.
 VERIFY_CODES = {

@@ -400,16 +400,26 @@ class Report:
     seconds: float = 0.0
 
     @property
+    def failed(self) -> int:
+        """Quotes with a defect. A cache-changed defect is a source's, not a quote's: counted in
+        sources_changed, so that passed + failed + unchecked is the number of quotes."""
+        return sum(d.kind != "cache-changed" for d in self.defects)
+
+    @property
+    def sources_changed(self) -> int:
+        return sum(d.kind == "cache-changed" for d in self.defects)
+
+    @property
     def passed(self) -> int:
-        return self.quotes - sum(d.kind != "cache-changed" for d in self.defects) - len(self.unchecked)
+        return self.quotes - self.failed - len(self.unchecked)
 
     def ok(self, strict: bool = False) -> bool:
         return not self.defects and not (strict and self.unchecked)
 
     def to_dict(self, strict: bool = False) -> dict:
         return {"ok": self.ok(strict), "strict": strict, "quotes": self.quotes, "passed": self.passed,
-                "sources_hashed": self.sources,
-                "failed": len(self.defects), "unchecked": len(self.unchecked), "packages": self.packages,
+                "sources_hashed": self.sources, "sources_changed": self.sources_changed,
+                "failed": self.failed, "unchecked": len(self.unchecked), "packages": self.packages,
                 "seconds": round(self.seconds, 4),
                 "defects": [d.to_dict() for d in self.defects],
                 "unchecked_quotes": [d.to_dict() for d in self.unchecked]}

@@ -183,3 +183,73 @@ def test_per_kb_cache_files_unwritten_for_a_month_are_pruned_on_the_next_write(k
 
 def test_prune_of_a_missing_folder_removes_nothing(tmp_path):
     assert cache.prune(str(tmp_path / "absent")) == 0
+
+
+def plant(path, kind, tmp_path):
+    """A directory entry the loader must never open: a dangling link, a FIFO, a linked folder."""
+    if kind == "dangling-link":
+        path.symlink_to(tmp_path / "nowhere.yaml")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        (tmp_path / "elsewhere").mkdir(exist_ok=True)
+        path.symlink_to(tmp_path / "elsewhere")
+
+
+def problems_within(kb_dir, seconds=20):
+    """load_kb's problems, from the cache when it is warm, in a thread that must finish: opening a
+    FIFO would block for ever."""
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(p=[str(p) for p in load.load_kb(kb_dir).problems]),
+                              daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), "the loader hung"
+    return out["p"]
+
+
+@pytest.mark.parametrize("kind", ["dangling-link", "fifo", "linked-folder"])
+def test_a_non_regular_entry_added_to_or_removed_from_a_warm_kb_is_seen(kb_dir, tmp_path, kind):
+    """The signature covers every entry of the KB's folders, not only its regular files: the
+    cache is never served after such an entry comes or goes."""
+    assert problems_within(kb_dir) == []  # cold, then warm
+    assert problems_within(kb_dir) == []
+    path = tmp_path / "kb" / "entries" / "loss" / ("linked" if kind == "linked-folder" else "odd.yaml")
+    plant(path, kind, tmp_path)
+    problems = problems_within(kb_dir)
+    assert len(problems) == 1 and os.path.join("entries", "loss", path.name) in problems[0], problems
+    assert problems_within(kb_dir) == problems  # warm: the same report
+    path.unlink()
+    assert problems_within(kb_dir) == []
+
+
+def test_the_signature_changes_with_a_link_target_a_type_or_a_name(kb_dir, tmp_path):
+    root = locate.find_kb_root(kb_dir)
+    link = tmp_path / "kb" / "entries" / "loss" / "gone.yaml"
+    link.symlink_to(tmp_path / "one.yaml")
+    seen = [locate.kb_signature(root)]
+    link.unlink()
+    link.symlink_to(tmp_path / "two.yaml")  # another target, still dangling
+    seen.append(locate.kb_signature(root))
+    link.unlink()
+    os.mkfifo(link)  # same name, another type
+    seen.append(locate.kb_signature(root))
+    link.unlink()
+    (tmp_path / "kb" / "entries" / "loss" / "README").write_text("not an entry\n")  # a name the loader skips
+    seen.append(locate.kb_signature(root))
+    assert len(set(seen)) == len(seen)
+
+
+def test_check_and_search_forget_a_removed_dangling_link(kb_dir, tmp_path):
+    env = {**os.environ, "KB_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("KB_PATH", None)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "kb_tools", "--kb", kb_dir, *a],  # noqa: E731
+                                    capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    link = tmp_path / "kb" / "entries" / "loss" / "gone.yaml"
+    link.symlink_to(tmp_path / "nowhere.yaml")
+    assert "gone.yaml" in run("check").stdout + run("check").stderr
+    assert "gone.yaml" in run("search", "loss flat").stderr
+    link.unlink()
+    check, found = run("check"), run("search", "loss flat")
+    assert check.returncode == 0 and "gone.yaml" not in check.stdout + check.stderr, check
+    assert found.returncode == 0 and "alpha-bug" in found.stdout, found

@@ -93,3 +93,17 @@ def test_makefile_run_installs_the_pinned_torch():
     makefile = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
     install = makefile.split("\ninstall:", 1)[1].split("\n\n", 1)[0]
     assert '"$(TORCH_PIN)"' in install and "TORCH_PIN := torch==2.13.0" in makefile
+
+
+@pytest.mark.parametrize("value", ["not a date", "2024-13-01", "2024-02-30", "24-01-01", "2024-01-01T10:00", ""])
+def test_evidence_add_refuses_a_published_value_that_is_not_a_date(tmp_path, capsys, value):
+    kb_dir = make_kb(tmp_path)
+    page = tmp_path / "page.txt"
+    page.write_text("words of a source\n")
+    argv = ["--kb", str(kb_dir), "evidence", "add", str(page), "--id", "new-source", "--published"]
+    code = cli.main([*argv, value])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--published" in err and "YYYY-MM-DD" in err, err
+    assert not (tmp_path / "evidence" / "new-source.md").exists()
+    assert cli.main([*argv, "2024-02-29"]) == 0 and "\npublished: 2024-02-29\n" in \
+        (tmp_path / "evidence" / "new-source.md").read_text()

@@ -88,8 +88,6 @@ def test_select_ignore_and_noqa(capsys, scripts):
 
 
 @pytest.mark.parametrize("content, argv_extra, message", [
-    ("def broken(:\n", [], "cannot parse: "),
-    (b"\xff\xfe not utf-8", [], "not UTF-8"),
     ("x = 1\n", ["--select", "KBL999"], "unknown rule code 'KBL999'"),
     (None, [], "no such file or folder"),
 ])
@@ -101,6 +99,74 @@ def test_bad_input_is_exit_2_in_one_line(capsys, tmp_path, content, argv_extra, 
         path.write_text(content)
     code, out, err = run(capsys, "lint", str(path), *argv_extra)
     assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err and out == ""
+
+
+def kb_cli(*argv, stdin=None):
+    """`kb` in a process of its own, which must finish: a FIFO opened for reading blocks for ever."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "kb_tools", *argv], input=stdin, capture_output=True, text=True,
+                          cwd=ROOT, timeout=30)
+
+
+def test_a_fifo_is_one_line_and_never_opened(scripts):
+    folder, bad, _ = scripts
+    pipe = folder / "pipe.py"
+    os.mkfifo(pipe)
+    r = kb_cli("lint", str(pipe))
+    assert r.returncode == 1 and r.stdout == f"{pipe}:1:1: KBL000 cannot read: not a regular file\n", r
+    r = kb_cli("lint", str(folder))  # found in a folder: reported, and the other files still linted
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"{pipe}:1:1: KBL000 cannot read") and f"{bad}:4:5: KBL005" in lines[1]
+    r = kb_cli("search", "--from-lint", str(pipe))
+    assert r.returncode == 1 and r.stderr == f"kb: {pipe}:1:1: KBL000 cannot read: not a regular file\n", r
+    r = kb_cli("search", "--from-lint", str(folder), "--json")
+    assert r.returncode == 1 and [h["id"] for h in json.loads(r.stdout)] == ["optimizer-step-order"], r
+    assert r.stderr.count("\n") == 1 and "KBL000" in r.stderr
+
+
+def test_deeply_nested_code_is_one_finding_not_a_traceback(capsys, tmp_path):
+    deep = tmp_path / "deep.py"
+    deep.write_text("x = " + "-" * 20_000 + "1\n")
+    code, out, err = run(capsys, "lint", str(deep))
+    assert code == 1 and re.fullmatch(rf"{re.escape(str(deep))}:1:1: KBL000 cannot parse: nested too deeply[^\n]*\n", out), out
+    assert "Traceback" not in err and "Error" not in err
+
+
+@pytest.mark.parametrize("head, encoding", [(b"\xef\xbb\xbf", "utf-8"),
+                                            (b"# -*- coding: latin-1 -*-\n", "latin-1")])
+def test_source_is_decoded_as_python_decodes_it(capsys, tmp_path, head, encoding):
+    """A BOM or a coding line is how Python reads the file, so kb lint reads it that way too."""
+    bad = next(c["source"] for c in BAD if c["expect"] == ["KBL005"])
+    bad = "# caf\u00e9 \u00e0 la cr\u00e8me\n" + bad  # a line that is not ASCII
+    path = tmp_path / "train.py"
+    path.write_bytes(head + bad.encode(encoding))
+    lines = head.count(b"\n") + 1  # the coding line, if any, and the comment above the script
+    code, out, err = run(capsys, "lint", str(path))
+    assert code == 1 and err == "1 finding\n" and re.fullmatch(rf"{re.escape(str(path))}:{4 + lines}:5: KBL005 .+\n", out), \
+        (out, err)
+    path.write_bytes(bad.encode("latin-1"))  # latin-1 bytes without the coding line: Python refuses it too
+    code, out, _ = run(capsys, "lint", str(path))
+    assert code == 1 and re.fullmatch(rf"{re.escape(str(path))}:1:1: KBL000 cannot parse: [^\n]*encoding[^\n]*\n", out), out
+
+
+def test_an_unparsable_file_is_one_finding_and_the_others_are_still_linted(capsys, scripts):
+    folder, bad, good = scripts
+    broken = folder / "a_broken.py"  # linted first
+    broken.write_text("import torch\ndef broken(:\n")
+    code, out, err = run(capsys, "lint", str(folder))
+    lines = out.splitlines()
+    assert code == 1 and len(lines) == 2 and err == "2 findings\n", (out, err)
+    assert re.fullmatch(rf"{re.escape(str(broken))}:2:\d+: KBL000 cannot parse: .+", lines[0]) and "kb show" not in lines[0]
+    assert lines[1].startswith(f"{bad}:4:5: KBL005 ")
+    code, out, _ = run(capsys, "lint", str(broken), "--json")
+    (finding,) = json.loads(out)
+    assert code == 1 and (finding["code"], finding["name"], finding["line"], finding["entry"]) == \
+        ("KBL000", "cannot-lint", 2, None)
+    code, out, _ = run(capsys, "lint", str(broken), "--select", "KBL001")  # never filtered away
+    assert code == 1 and "KBL000" in out
+    assert run(capsys, "lint", str(good))[0] == 0
 
 
 def test_search_from_lint_gives_the_entries_found(capsys, scripts):
@@ -124,7 +190,8 @@ def test_a_script_piped_to_dash_is_linted_as_stdin(scripts):
     assert r.returncode == 1 and re.fullmatch(rb"<stdin>:4:5: KBL005 .+ \(kb show optimizer-step-order\)\n", r.stdout)
     assert kb("lint", "-", stdin=good.read_bytes()).returncode == 0
     r = kb("lint", "-", stdin=b"def broken(:\n")
-    assert r.returncode == 2 and r.stderr.decode().startswith("kb: <stdin>:1: cannot parse") and b"Traceback" not in r.stderr
+    assert r.returncode == 1 and r.stdout.decode().startswith("<stdin>:1:") and b"KBL000 cannot parse" in r.stdout \
+        and b"Traceback" not in r.stderr
     r = kb("search", "--from-lint", "-", "--json", stdin=bad.read_bytes())
     assert r.returncode == 0 and [h["id"] for h in json.loads(r.stdout)] == ["optimizer-step-order"]
     # the library (and so the MCP server, whose standard input is its protocol) reads stdin only when asked

@@ -80,6 +80,7 @@ def test_problem_format_is_path_line_code_field(tmp_path):
     ("KB024", lambda t: write_source(t, "index")),
     ("KB017", lambda t: write_source(t, "Not_Kebab")),
     ("KB026", lambda t: write_entry(t, entry("odd-tag", tags=["demo", "dmeo"]))),
+    ("KB027", lambda t: write_entry(t, entry("bidi-title", title="Loss \u202enan si"))),
 ])
 def test_each_problem_code(tmp_path, code, build):
     kb_dir = make_kb(tmp_path)

@@ -180,3 +180,25 @@ def test_a_non_utf8_file_is_one_problem(tmp_path):
     (tmp_path / "kb" / "entries" / "loss" / "latin.yaml").write_bytes(b"title: caf\xe9\n")
     problems = [p for p in found(kb_dir) if "latin" in p]
     assert problems == ["kb/entries/loss/latin.yaml: KB001 cannot read: not UTF-8 text (invalid continuation byte at byte 10)"]
+
+
+HIDDEN = ["\u202e", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u202a", "\u202d", "\u2066", "\u2069"]
+
+
+@pytest.mark.parametrize("char", HIDDEN, ids=[f"U+{ord(c):04X}" for c in HIDDEN])
+def test_an_invisible_or_reordering_character_in_a_title_is_one_problem(tmp_path, char):
+    """A right-to-left override or a zero-width character makes a title read as another one (or hides
+    words from search); `kb check` names the file, the field and the character."""
+    kb_dir = make_kb(tmp_path)
+    path = write_entry(tmp_path, entry("gamma-bug", title=f"Loss goes {char}nan"))
+    problems = found(kb_dir)
+    assert len(problems) == 1 and problems[0].startswith(f"{os.path.relpath(path, tmp_path)}:2: KB027 title: ") \
+        and f"U+{ord(char):04X}" in problems[0], problems
+
+
+def test_an_invisible_character_in_a_symptom_names_its_line(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    path = write_entry(tmp_path, entry("gamma-bug", symptoms=["one symptom", "two\u200b symptom", "three symptom"]))
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if "two" in text)
+    problems = found(kb_dir)
+    assert len(problems) == 1 and f":{line}: KB027 symptoms: " in problems[0] and "U+200B" in problems[0], problems

@@ -364,6 +364,25 @@ def test_a_cache_whose_body_changed_since_capture_is_reported(tmp_path, capsys):
     assert cli.main(["verify", "--kb", str(kb_dir)]) == 0
 
 
+def test_a_changed_source_is_counted_apart_from_the_quotes(tmp_path, capsys):
+    """The summary's quote counts add up to the number of quotes: a source whose hash fails is no
+    failed quote (its quotes still verify), it is counted under the source hashes."""
+    kb_dir = make_kb(tmp_path, [q("ok", "The quick brown fox jumps over the lazy dog.", [13, 13]),
+                                q("bad", "The quick brown fox jumps over the lazy dog.", [12, 12])])
+    guide = tmp_path / "evidence" / "guide.md"
+    _record_hash(guide)
+    data = guide.read_bytes()
+    at = data.index(b"lazy")
+    guide.write_bytes(data[:at] + b"L" + data[at + 1:])
+    assert cli.main(["verify", "--kb", str(kb_dir)]) == 1
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert summary.startswith("2 quotes: 1 verbatim, 1 failed, 0 unchecked; 1 source hashes checked, 1 changed"), summary
+    assert cli.main(["verify", "--kb", str(kb_dir), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] + report["failed"] + report["unchecked"] == report["quotes"] == 2, report
+    assert (report["failed"], report["sources_hashed"], report["sources_changed"], len(report["defects"])) == (1, 1, 1, 2)
+
+
 def test_front_matter_edits_do_not_change_the_body_hash(tmp_path):
     kb_dir = make_kb(tmp_path, [q("ok", "The quick brown fox jumps over the lazy dog.", [13, 13])])
     guide = tmp_path / "evidence" / "guide.md"
