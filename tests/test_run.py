@@ -28,11 +28,15 @@ def test_distributed_snippets_run_under_torchrun(tmp_path, monkeypatch):
     write_entry(tmp_path, entry("two-ranks", launch="torchrun"))
     seen = {}
 
-    def fake_run(cmd, **kwargs):
-        seen["cmd"], seen["env"] = cmd, kwargs["env"]
-        return subprocess.CompletedProcess(cmd, 0)
+    class FakePopen:
+        def __init__(self, cmd, **kwargs):
+            seen["cmd"], seen["env"] = cmd, kwargs["env"]
+            self.stdout, self.returncode = iter(["ranks done\n"]), 0
 
-    monkeypatch.setattr(subprocess, "run", fake_run)
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", FakePopen)
     assert cli.main(["--kb", str(kb_dir), "run", "two-ranks", "--device", "cpu"]) == 0
     assert seen["cmd"][1:4] == ["-m", "torch.distributed.run", "--standalone"]
     assert "--nproc-per-node=2" in seen["cmd"] and seen["env"]["CUDA_VISIBLE_DEVICES"] == ""
@@ -46,3 +50,26 @@ def test_run_without_torch_says_how_to_install_it(tmp_path, capsys, monkeypatch)
     err = capsys.readouterr().err
     assert "torch is not installed" in err and "pip install torch==2.13.0" in err
     assert len(err.strip().splitlines()) == 1
+
+
+FIGURES = "print('figure spikes: 7')\nprint('figure ratio: 12x')\nprint('done')\n"
+
+
+def test_run_shows_each_figure_beside_the_entrys_claim(tmp_path, capfd):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("has-figures", snippet=FIGURES, figures={"spikes": "at least 2", "ratio": "10-20x"},
+                                cause="Spikes: at least 2, and a 10-20x ratio."))
+    assert cli.main(["--kb", str(kb_dir), "run", "has-figures"]) == 0
+    out, err = capfd.readouterr()
+    assert out.splitlines() == ["figure spikes: 7", "figure ratio: 12x", "done"]
+    assert "spikes  7  (claim: at least 2)  holds" in err and "ratio   12x  (claim: 10-20x)  holds" in err
+
+
+def test_a_figure_outside_its_claim_here_is_exit_1_and_says_so(tmp_path, capfd):
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("has-figures", snippet=FIGURES, figures={"spikes": "at least 9", "ratio": "10-20x"},
+                                cause="Spikes: at least 9, and a 10-20x ratio."))
+    assert cli.main(["--kb", str(kb_dir), "run", "has-figures"]) == 1
+    err = capfd.readouterr().err
+    assert "spikes  7  (claim: at least 9)  does not hold" in err
+    assert err.strip().splitlines()[-1].startswith("kb: has-figures: spikes measured outside the entry's claim")
