@@ -1,27 +1,35 @@
 """`kb mcp`, driven by the MCP SDK's own client over a real stdio subprocess: each tool returns
 what the matching `kb ... --json` prints, entries read as resources, and a bad call is a
-one-line tool error after which the server still answers."""
+one-line tool error after which the server still answers. `lint` reads only inside the roots
+the client declares (else the server's working directory and the KB) and never waits on a FIFO."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import time
 
 import pytest
 
 pytest.importorskip("mcp")
 
+import anyio  # noqa: E402
+import mcp_types  # noqa: E402
 from anyio.from_thread import start_blocking_portal  # noqa: E402
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from kb_tools import agents, cli  # noqa: E402
+from kb_tools import agents, cli, confined  # noqa: E402
 from kb_tools.load import load_kb  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KB_DIR = os.path.join(ROOT, "kb")
 TOOLS = {"search", "show", "snippet", "verify_quote", "context", "lint"}
+
+
+MISTAKE = "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.zero_grad()\n    opt.step()\n"
 
 
 class Server:
@@ -35,18 +43,56 @@ class Server:
         method = getattr(self.session, name)
         return lambda *args, **kwargs: self.portal.call(lambda: method(*args, **kwargs))
 
+    def call_tool_within(self, seconds, name, arguments):
+        """call_tool, or TimeoutError when no answer comes within `seconds` (a call that blocks)."""
+        async def bounded():
+            with anyio.fail_after(seconds):
+                return await self.session.call_tool(name, arguments)
+        return self.portal.call(bounded)
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+
+@contextlib.contextmanager
+def kb_mcp(cwd, errlog_path, roots=None):
+    """A Server started in `cwd`; with `roots` (a list the test may change), the client declares the
+    roots capability and answers roots/list with those folders at each request."""
     env = {k: os.environ[k] for k in ("KB_CACHE_DIR", "KB_NO_CACHE", "XDG_CACHE_HOME") if k in os.environ}
+    env["PYTHONPATH"] = ROOT  # the server runs outside the checkout
     params = StdioServerParameters(command=sys.executable, args=["-m", "kb_tools", "--kb", KB_DIR, "mcp"],
-                                   cwd=ROOT, env=env)
-    errlog_path = tmp_path_factory.mktemp("mcp") / "stderr.txt"
+                                   cwd=str(cwd), env=env)
+
+    async def list_roots(context):
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=folder.as_uri()) for folder in roots])
+
     with open(errlog_path, "w+", encoding="utf-8") as errlog, start_blocking_portal() as portal:
         with portal.wrap_async_context_manager(stdio_client(params, errlog=errlog)) as (read, write):
-            with portal.wrap_async_context_manager(ClientSession(read, write)) as session:
+            session = ClientSession(read, write, list_roots_callback=list_roots if roots is not None else None)
+            with portal.wrap_async_context_manager(session):
                 portal.call(session.initialize)
                 yield Server(portal, session, errlog_path)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """The server's working directory: what `lint` may read when the client declares no roots."""
+    return tmp_path_factory.mktemp("workspace")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, workspace):
+    with kb_mcp(workspace, tmp_path_factory.mktemp("mcp") / "stderr.txt") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def declared():
+    """The roots the client of `rooted_server` declares; a test may change them between calls."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def rooted_server(tmp_path_factory, declared):
+    with kb_mcp(ROOT, tmp_path_factory.mktemp("mcp") / "stderr.txt", roots=declared) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +126,7 @@ def test_lists_exactly_the_tools_each_with_a_schema_and_a_description(server):
     assert set(by_name["search"].input_schema["properties"]) == {"query", "limit", "area"}
     assert set(by_name["verify_quote"].input_schema["properties"]) == {"text", "source", "lines", "object"}
     assert set(by_name["context"].input_schema["properties"]) == {"query", "budget"}
+    assert set(by_name["lint"].input_schema["properties"]) == {"code", "path"}  # not the injected context
 
 
 @pytest.mark.parametrize("query", ["loss flat", "RuntimeError: element 0 of tensors does not require grad"])
@@ -161,16 +208,105 @@ def test_the_server_logged_no_traceback(server):
     assert "Traceback" not in server.errlog.read_text(encoding="utf-8")
 
 
-
-def test_lint_finds_a_mistake_in_code_and_in_a_file(server, capsys, tmp_path):
-    source = "for x, y in loader:\n    loss = crit(model(x), y)\n    loss.backward()\n    opt.zero_grad()\n    opt.step()\n"
-    (finding,) = call(server, "lint", code=source)["findings"]
+def test_lint_finds_a_mistake_in_code_and_in_a_file(server, capsys, workspace):
+    (finding,) = call(server, "lint", code=MISTAKE)["findings"]
     assert (finding["code"], finding["line"], finding["entry"]) == ("KBL005", 4, "optimizer-step-order")
-    script = tmp_path / "train.py"
-    script.write_text(source)
+    script = workspace / "train.py"
+    script.write_text(MISTAKE)
     capsys.readouterr()
     assert cli.main(["lint", str(script), "--json"]) == 1  # exit 1: something found
-    assert call(server, "lint", path=str(script))["findings"] == json.loads(capsys.readouterr().out)
-    for bad in ({}, {"code": "def (:"}, {"path": str(tmp_path / "missing.py")}):
+    assert call(server, "lint", path=str(script)) == {"findings": json.loads(capsys.readouterr().out),
+                                                      "skipped": []}
+    assert call(server, "lint", path="train.py")["findings"][0]["path"] == "train.py"  # from the server's cwd
+    for bad in ({}, {"code": "def (:"}, {"path": str(workspace / "missing.py")}, {"path": ""}):
         result = server.call_tool("lint", bad)
         assert result.is_error and "\n" not in result.content[0].text.strip()
+
+
+def error_of(result) -> str:
+    """The one line of a failed tool call."""
+    assert result.is_error
+    (content,) = result.content
+    assert "\n" not in content.text and "Traceback" not in content.text
+    return content.text
+
+
+def test_lint_refuses_a_path_outside_the_roots_and_names_them(server, workspace, tmp_path):
+    shadow = tmp_path / "shadow"  # as /etc/shadow: a file the server's user can read, outside the roots
+    shadow.write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    outside = tmp_path / "train.py"
+    outside.write_text(MISTAKE)
+    for path in (shadow, outside, tmp_path, tmp_path / ".." / workspace.name / ".." / tmp_path.name):
+        message = error_of(server.call_tool("lint", {"path": str(path)}))
+        assert f"{path}: outside the folders this server may read: " in message
+        assert str(workspace.resolve()) in message and str(os.path.realpath(KB_DIR)) in message
+        assert "secret-hash" not in message
+    assert call(server, "lint", code=MISTAKE)["findings"]  # and the server goes on
+
+
+def test_lint_refuses_a_symlink_that_leaves_the_root_and_skips_one_under_a_folder(server, workspace, tmp_path):
+    target = tmp_path / "elsewhere.py"
+    target.write_text(MISTAKE)
+    link = workspace / "escape.py"
+    link.symlink_to(target)
+    message = error_of(server.call_tool("lint", {"path": str(link)}))
+    assert f"{link}: outside the folders this server may read" in message
+    project = workspace / "project"
+    project.mkdir()
+    (project / "train.py").write_text(MISTAKE)
+    (project / "linked.py").symlink_to(target)
+    (project / "etc.py").symlink_to("/etc/passwd")
+    result = call(server, "lint", path=str(project))
+    assert [f["path"] for f in result["findings"]] == [str(project / "train.py")]
+    assert result["skipped"] == [{"path": str(project / "etc.py"), "reason": "outside the allowed roots"},
+                                 {"path": str(project / "linked.py"), "reason": "outside the allowed roots"}]
+
+
+def test_lint_refuses_a_fifo_without_waiting_on_it(server, workspace):
+    fifo = workspace / "pipe.py"
+    os.mkfifo(fifo)
+    folder = workspace / "with_fifo"
+    folder.mkdir()
+    os.mkfifo(folder / "stream.py")
+    (folder / "train.py").write_text(MISTAKE)
+    try:
+        message = error_of(server.call_tool_within(20, "lint", {"path": str(fifo)}))
+        assert message.endswith(f"{fifo}: not a regular file (a FIFO)")
+        result = server.call_tool_within(20, "lint", {"path": str(folder)})
+        assert not result.is_error
+        assert [f["path"] for f in result.structured_content["findings"]] == [str(folder / "train.py")]
+        assert result.structured_content["skipped"] == [{"path": str(folder / "stream.py"),
+                                                         "reason": "not a regular file (a FIFO)"}]
+    finally:  # a server that opened a FIFO waits for a writer: be one, so that it can end
+        for path in (fifo, folder / "stream.py"):
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_lint_reads_inside_the_roots_the_client_declares_and_nowhere_else(rooted_server, declared, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "train.py").write_text(MISTAKE)
+    declared[:] = [first]
+    (finding,) = call(rooted_server, "lint", path=str(first / "train.py"))["findings"]
+    assert finding["code"] == "KBL005"
+    assert call(rooted_server, "lint", path=str(first))["findings"] == [finding]
+    for path in (second / "train.py", os.path.join(ROOT, "kb_tools", "lint.py")):  # nor the server's cwd
+        message = error_of(rooted_server.call_tool("lint", {"path": str(path)}))
+        assert message.endswith(f"{path}: outside the folders this server may read: {first.resolve()} "
+                                f"(the roots the client declares)")
+    declared[:] = [second]  # roots are asked for at each call
+    assert call(rooted_server, "lint", path=str(second / "train.py"))["findings"]
+    assert "outside the folders" in error_of(rooted_server.call_tool("lint", {"path": str(first / "train.py")}))
+    declared[:] = []  # a client that declares no roots gets the server's working directory and the KB
+    assert "outside the folders" in error_of(rooted_server.call_tool("lint", {"path": str(second / "train.py")}))
+    assert call(rooted_server, "lint", path=os.path.join(ROOT, "kb_tools", "lint.py"))["skipped"] == []
+
+
+def test_lint_gives_up_on_code_that_takes_too_long(tmp_path):
+    slow = "for x in y: z.backward()\n" * 40_000  # the rules are quadratic in the loops of a scope
+    started = time.monotonic()
+    with pytest.raises(confined.KBError, match="lint stopped after 1 s"):
+        confined.lint_in_child([{"path": "<code>", "code": slow}], seconds=1)
+    assert time.monotonic() - started < 5
