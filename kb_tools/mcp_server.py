@@ -17,7 +17,9 @@ from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from . import __version__
+from .agents import MAX_QUOTE_CHARS
 from .confined import confined_files, lint_in_child, root_folders
+from .search import MAX_QUERY_CHARS
 from .util import KBError
 
 INSTRUCTIONS = (
@@ -27,9 +29,11 @@ INSTRUCTIONS = (
     "and the fix. Entries are also resources: kb://entries/{id}."
 )
 
-# The longest path `lint` takes (the system's), and script text up to 1 MB (analysed in a child process
-# with a time limit: see confined.py).
-MAX_PATH, MAX_CODE = 4_096, 1_000_000
+# The longest string each parameter takes, so that no call costs more than its use: a query as long as
+# `kb search` takes, a quote several times the longest the KB holds (see agents.MAX_QUOTE_CHARS), ids,
+# areas and dotted paths of a line, a path as long as the system's, and a script's text up to 1 MB
+# (analysed in a child process with a time limit: see confined.py).
+MAX_QUERY, MAX_QUOTE, MAX_NAME, MAX_PATH, MAX_CODE = MAX_QUERY_CHARS, MAX_QUOTE_CHARS, 200, 4_096, 1_000_000
 ROOTS_TIMEOUT = 10  # seconds the client has to list its roots
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -127,9 +131,11 @@ def build_server(kb_root: str | None) -> MCPServer:
 
     @tool("Rank KB entries for a symptom (a few words, a pasted error or a paragraph); "
           "returns hits best first: id, title, area, score, matched symptom, low_confidence.")
-    def search(query: Annotated[str, Field(description="what the run shows, e.g. 'loss flat after warmup'")],
+    def search(query: Annotated[str, Field(description="what the run shows, e.g. 'loss flat after warmup'",
+                                           max_length=MAX_QUERY)],
                limit: Annotated[int, Field(description="at most this many hits")] = 5,
-               area: Annotated[str | None, Field(description=f"only this area: {', '.join(AREAS)}")] = None,
+               area: Annotated[str | None, Field(description=f"only this area: {', '.join(AREAS)}",
+                                                 max_length=MAX_NAME)] = None,
                ) -> list[dict[str, Any]]:
         if limit < 1:
             raise KBError("limit must be at least 1")
@@ -137,29 +143,35 @@ def build_server(kb_root: str | None) -> MCPServer:
         return [hit.to_json() for hit in kb_search(index, query, limit=limit, area=area)]
 
     @tool("One entry in full by id or alias (symptoms, cause, fix, check, evidence, see_also, snippet).")
-    def show(id: Annotated[str, Field(description="entry id or alias, e.g. double-softmax or O12")],
+    def show(id: Annotated[str, Field(description="entry id or alias, e.g. double-softmax or O12",
+                                      max_length=MAX_NAME)],
              ) -> dict[str, Any]:
         return entry_json(resolve(kb, id))
 
     @tool("An entry's self-contained program that reproduces the bug, applies the fix and asserts both, "
           "with the command to run it.")
-    def snippet(id: Annotated[str, Field(description="entry id or alias")]) -> dict[str, Any]:
+    def snippet(id: Annotated[str, Field(description="entry id or alias", max_length=MAX_NAME)]) -> dict[str, Any]:
         return snippet_json(resolve(kb, id))
 
-    @tool("Check that `text` is verbatim in the cached source `source` (at `lines` if given, or in the "
-          "docstring of `object` for a package source); ok, or the defect found.")
-    def verify_quote(text: Annotated[str, Field(description="the words to check")],
-                     source: Annotated[str, Field(description="source id (a file stem under evidence/) "
-                                                               "or an installed package, e.g. torch")],
+    @tool("Check that `text` is verbatim in the cached source `source`, a source id (at `lines` if given), "
+          "or, for a source that documents a package (the torch-* ids), in the installed package's "
+          "docstring of `object`; ok, or the defect found.")
+    def verify_quote(text: Annotated[str, Field(description="the words to check ([...] marks an elision)",
+                                                max_length=MAX_QUOTE)],
+                     source: Annotated[str, Field(description="source id: a file stem under evidence/, e.g. "
+                                                              "karpathy-recipe-2019 or torch-crossentropyloss "
+                                                              "(a package name such as torch is not one)",
+                                                  max_length=MAX_NAME)],
                      lines: Annotated[list[int] | None, Field(description="[first, last] cited lines")] = None,
-                     object: Annotated[str | None, Field(description="dotted path of the object whose "
-                                                                     "docstring holds the text")] = None,
+                     object: Annotated[str | None, Field(description="dotted path of the object whose docstring "
+                                                                     "holds the text, e.g. torch.nn.CrossEntropyLoss",
+                                                         max_length=MAX_NAME)] = None,
                      ) -> dict[str, Any]:
         return verify_text(kb, text, source, lines=lines, object_path=object)
 
     @tool("The best entries for a symptom as compact Markdown (cause, fix, check) within a token budget, "
           "most relevant first; paste `markdown` into your context.")
-    def context(query: Annotated[str, Field(description="what the run shows")],
+    def context(query: Annotated[str, Field(description="what the run shows", max_length=MAX_QUERY)],
                 budget: Annotated[int, Field(description="at most this many tokens (4 characters each)")] = 1500,
                 ) -> dict[str, Any]:
         if budget < 100:

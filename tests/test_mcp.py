@@ -1,7 +1,8 @@
 """`kb mcp`, driven by the MCP SDK's own client over a real stdio subprocess: each tool returns
 what the matching `kb ... --json` prints, entries read as resources, and a bad call is a
 one-line tool error after which the server still answers. `lint` reads only inside the roots
-the client declares (else the server's working directory and the KB) and never waits on a FIFO."""
+the client declares (else the server's working directory and the KB), never waits on a FIFO,
+and every string argument has a length limit."""
 from __future__ import annotations
 
 import contextlib
@@ -302,6 +303,56 @@ def test_lint_reads_inside_the_roots_the_client_declares_and_nowhere_else(rooted
     declared[:] = []  # a client that declares no roots gets the server's working directory and the KB
     assert "outside the folders" in error_of(rooted_server.call_tool("lint", {"path": str(second / "train.py")}))
     assert call(rooted_server, "lint", path=os.path.join(ROOT, "kb_tools", "lint.py"))["skipped"] == []
+
+
+# every string parameter, its limit, and the other arguments of a call that would otherwise work
+LIMITS = [("search", "query", 10_000, {}), ("search", "area", 200, {"query": "loss flat"}),
+          ("show", "id", 200, {}), ("snippet", "id", 200, {}),
+          ("verify_quote", "text", 4_000, {"source": "karpathy-recipe-2019"}),
+          ("verify_quote", "source", 200, {"text": "loss"}),
+          ("verify_quote", "object", 200, {"text": "loss", "source": "torch-crossentropyloss"}),
+          ("context", "query", 10_000, {}), ("lint", "code", 1_000_000, {}), ("lint", "path", 4_096, {})]
+
+
+def test_every_string_parameter_has_a_limit(server):
+    tools = {t.name: t.input_schema["properties"] for t in server.list_tools().tools}
+    strings = {(name, param) for name, props in tools.items() for param, schema in props.items()
+               if "string" in json.dumps(schema)}
+    assert strings == {(name, param) for name, param, _, _ in LIMITS}
+    for name, param, limit, _ in LIMITS:
+        schema = tools[name][param]
+        assert limit in [schema.get("maxLength")] + [s.get("maxLength") for s in schema.get("anyOf", [])]
+
+
+@pytest.mark.parametrize("name, param, limit, others", LIMITS, ids=[f"{n}-{p}" for n, p, _, _ in LIMITS])
+def test_an_oversized_argument_is_a_one_line_error(server, name, param, limit, others):
+    started = time.monotonic()
+    message = error_of(server.call_tool(name, {**others, param: "a" * (limit + 1)}))
+    assert f"`{param}`: String should have at most {limit} characters" in message
+    assert time.monotonic() - started < 5
+
+
+def test_verify_quote_on_a_longest_text_answers_in_a_moment(server, kb):
+    source = max(kb.sources.values(), key=lambda s: os.path.getsize(s.path))  # the largest cached file
+    text = " ... ".join(["the"] * 1000)[:4_000]  # today's slowest shape: many elided common words
+    started = time.monotonic()
+    message = error_of(server.call_tool("verify_quote", {"text": text, "source": source.id}))
+    assert "more than 20 parts" in message
+    words = open(source.path, encoding="utf-8").read().split()
+    text = " ".join(words[len(words) // 2:])[:4_000].rsplit(" ", 1)[0]  # a long run of the source's words
+    result = call(server, "verify_quote", text=text, source=source.id)
+    assert result["defect"] is None or result["defect"]["kind"] in ("words-changed", "not-found", "truncated")
+    assert time.monotonic() - started < 10  # a 1 MB text took 28 s of CPU before the limits
+
+
+def test_verify_quote_says_a_package_is_not_a_source(server):
+    tool = next(t for t in server.list_tools().tools if t.name == "verify_quote")
+    described = tool.input_schema["properties"]["source"]["description"]
+    assert "or an installed package" not in described and "is not one" in described
+    message = error_of(server.call_tool("verify_quote", {"text": "the input is expected to contain the "
+                                                                 "unnormalized logits", "source": "torch",
+                                                         "object": "torch.nn.CrossEntropyLoss"}))
+    assert "'torch' is a package, not a source id" in message and "torch-" in message
 
 
 def test_lint_gives_up_on_code_that_takes_too_long(tmp_path):
