@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.resources import FunctionResource
 from mcp.shared.exceptions import MCPDeprecationWarning, NoBackChannelError
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
@@ -198,6 +199,13 @@ def build_server(kb_root: str | None) -> MCPServer:
             jobs = [{"path": shown, "file": real} for shown, real in files]
         findings = await anyio.to_thread.run_sync(lint_in_child, jobs) if jobs else []
         return {"findings": findings, "skipped": skipped}
+
+    for entry_id, one in kb.entries.items():  # each entry listed; the template below also reads aliases
+        symptom = " ".join(one.symptoms[0].split()) if one.symptoms else one.title
+        server.add_resource(FunctionResource(
+            uri=f"kb://entries/{entry_id}", name=entry_id, title=one.title,
+            description=f"{one.title} ({one.area}). Seen as: {symptom}", mime_type="text/markdown",
+            fn=functools.partial(entry_markdown, one)))
 
     @server.resource("kb://entries/{id}", name="entry", title="KB entry",
                      description="One entry as plain Markdown: symptoms, cause, fix, check, snippet.",

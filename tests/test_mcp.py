@@ -361,3 +361,16 @@ def test_lint_gives_up_on_code_that_takes_too_long(tmp_path):
     with pytest.raises(confined.KBError, match="lint stopped after 1 s"):
         confined.lint_in_child([{"path": "<code>", "code": slow}], seconds=1)
     assert time.monotonic() - started < 5
+
+
+def test_each_entry_is_listed_as_a_resource(server, kb):
+    resources = server.list_resources().resources
+    assert sorted(r.uri for r in resources) == sorted(f"kb://entries/{i}" for i in kb.entries)
+    for resource in resources:
+        entry = kb.entries[resource.name]
+        assert str(resource.uri) == f"kb://entries/{entry.id}" and resource.title == entry.title
+        assert resource.mime_type == "text/markdown" and resource.description.startswith(entry.title)
+    listed = next(r for r in resources if r.name == "double-softmax")
+    (content,) = server.read_resource(listed.uri).contents
+    assert content.mime_type == "text/markdown"
+    assert content.text == agents.entry_markdown(kb.entries["double-softmax"])
