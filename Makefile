@@ -1,9 +1,9 @@
 # Two entry points: `make run` (set up, check, build the site, search) and `make test`.
-# Each step says what it does before it runs; pip itself is kept quiet (its errors still show).
+# Each step says what it does before it runs; pip itself is kept quiet (-qq: its errors still show).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip install -q --disable-pip-version-check
+PIP := $(PY) -m pip install -qq --disable-pip-version-check
 KB := $(VENV)/bin/kb
 # Tests run the snippets against the torch release they were written for (a CPU wheel).
 TORCH_PIN := torch==2.13.0
