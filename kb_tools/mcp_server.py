@@ -103,10 +103,10 @@ def build_server(kb_root: str | None) -> MCPServer:
         may change), else the working directory and the KB."""
         capabilities = ctx.client_capabilities if ctx is not None else None
         if capabilities is not None and capabilities.roots is not None:
-            with warnings.catch_warnings():  # deprecated from protocol 2026-07-28, still what hosts send
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                pending = ctx.session.list_roots()
             try:
+                with warnings.catch_warnings():  # deprecated from protocol 2026-07-28, still what hosts send
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    pending = ctx.session.list_roots()
                 with anyio.fail_after(ROOTS_TIMEOUT):
                     listed = await pending
             except NoBackChannelError:  # a transport without server-to-client requests
