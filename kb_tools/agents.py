@@ -11,6 +11,9 @@ from .model import AREAS, TRIAGE_PATH
 from .util import KBError, UsageError
 
 CHARS_PER_TOKEN = 4  # a budget is kept by this estimate: English prose and code run 3.5-4.5 characters a token
+# A text to check against a source: the KB's longest quote has 511 characters and 3 parts; these bounds
+# keep a check under a second (the search for a changed word is quadratic in a part's length).
+MAX_QUOTE_CHARS, MAX_QUOTE_PARTS = 4_000, 20
 
 
 def estimate_tokens(text: str) -> int:
@@ -49,9 +52,18 @@ def verify_text(kb, text: str, source: str, lines=None, object_path: str | None 
     """Whether `text` is verbatim in cached source `source` (at `lines` when given, or in the
     docstring of `object_path` for a package source): what `kb verify` says of such a quote."""
     from .model import Quote
-    from .verify import Context, check_quote
+    from .verify import Context, check_quote, split_quote
     if not isinstance(text, str) or not text.strip():
         raise KBError("verify_quote: `text` must be the words to check")
+    if len(text) > MAX_QUOTE_CHARS:
+        raise KBError(f"verify_quote: `text` is {len(text)} characters; the limit is {MAX_QUOTE_CHARS}")
+    if len(split_quote(text)[0]) > MAX_QUOTE_PARTS:
+        raise KBError(f"verify_quote: `text` has more than {MAX_QUOTE_PARTS} parts between [...] elisions "
+                      f"and [bracketed] insertions; check a quote at a time")
+    documenting = sorted(s.id for s in kb.sources.values() if s.package == source)
+    if source not in kb.sources and documenting:
+        raise KBError(f"verify_quote: '{source}' is a package, not a source id: pass a source that documents "
+                      f"it (e.g. {', '.join(documenting[:3])}) and the dotted path of the object as `object`")
     if lines is not None and not (isinstance(lines, (list, tuple)) and len(lines) == 2
                                   and all(isinstance(n, int) for n in lines)):
         raise KBError("verify_quote: `lines` must be [first, last]")

@@ -339,7 +339,7 @@ def cmd_mcp(args) -> int:
         from .mcp_server import serve
     except ImportError as exc:
         raise KBError(f"the MCP server needs the `mcp` package ({exc.name} is missing): "
-                      f"pip install 'kb-tools[mcp]'") from None
+                      f"{MCP_INSTALL}") from None
     serve(args.kb)
     return EXIT_OK
 
@@ -545,6 +545,10 @@ def _args_evidence(p):
     p.set_defaults(func=cmd_evidence_rehash)
 
 
+# `kb mcp`'s one dependency, installed into the interpreter that runs kb (kb-tools is not on PyPI,
+# so `pip install 'kb-tools[mcp]'` finds nothing; the extra works only from a checkout, as '.[mcp]')
+MCP_INSTALL = (f'"{sys.executable}"' if " " in sys.executable else sys.executable) + " -m pip install 'mcp>=2.3,<3'"
+
 # name: (one-line help, longer description or None, arguments, handler)
 COMMANDS = {
     "check": ("validate the KB; exit 1 on any problem", None, _args_check, cmd_check),
@@ -580,7 +584,8 @@ COMMANDS = {
     "mcp": ("serve the KB to MCP clients (editors, agents) over stdio", (
         "A Model Context Protocol server on stdin/stdout with the tools search, show, snippet, "
         "verify_quote, context and lint (search, show, context and lint return what their --json prints), and every "
-        "entry as the resource kb://entries/ID. Needs the mcp extra: pip install 'kb-tools[mcp]'."),
+        "entry as the resource kb://entries/ID. Needs the mcp package in the Python that runs kb: "
+        "python -m pip install 'mcp>=2.3,<3' (without it, kb mcp prints the command for its interpreter)."),
         _args_mcp, cmd_mcp),
     "evidence": ("manage cached sources under evidence/", None, _args_evidence, None),
 }

@@ -2,15 +2,23 @@
 
 A fact stated twice drifts: the field tables come from load.py's schema, the
 code tables from model.py's one list of diagnostics, each command's usage from
-its argparse parser, and the shipped counts from the KB itself. Each generated
-block sits between `<!-- begin generated: NAME -->` and `<!-- end generated: NAME -->`;
-`python scripts/generate_docs.py` rewrites the blocks and `--check` fails when a
-file differs from what the code says (a test runs the check, so CI does too).
+its argparse parser, the shipped counts from the KB itself, and every example of
+a command's output from running that command on the checkout (EXAMPLES). Each
+generated block sits between `<!-- begin generated: NAME -->` and
+`<!-- end generated: NAME -->`; `python scripts/generate_docs.py` rewrites the
+blocks and `--check` fails when a file differs from what the code says (a test
+runs the check, so CI does too).
 """
 from __future__ import annotations
 
 import difflib
 import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
 
 from .util import KBError, write_atomic
 
@@ -81,6 +89,140 @@ def shipped_sources(kb) -> str:
             f"(each also cached as an `evidence/torch-*.md` file, for reading and for machines without torch).")
 
 
+# ---------------------------------------------------------------- example output
+
+@dataclass(frozen=True)
+class Example:
+    """A command shown in README.md with what it prints, run on the checkout when the docs are generated.
+
+    `command` is what the reader types: `kb ...`, optionally piped to `python` (the output runs as a
+    script, on CPU as the snippet tests run it) or to `head -N`; `status` is the exit status it must
+    end with. `lines` keeps that many lines of the output (negative: drops that many from the end)
+    and marks the cut with `...`. With `edit`, (file under the checkout, old text, new text), the
+    command runs on a copy of the KB with that change, to show how a mistake is reported; `copy`
+    names what the copy holds (default: kb/ and evidence/; a name ending in / is an empty folder).
+    """
+
+    command: str
+    status: int = 0
+    note: str = ""
+    lines: int | None = None
+    edit: tuple | None = None
+    copy: tuple = ("kb", "evidence")
+
+
+EXAMPLES = {
+    "example-search": [
+        Example('kb search "loss flat" -n 3'),
+        Example('kb search "RuntimeError: Error(s) in loading state_dict for Net: size mismatch for head.weight: '
+                'copying a param with shape torch.Size([10, 32]) from checkpoint" -n 1'),
+        Example('kb search "qwertyuiop asdfghjkl"'),
+    ],
+    "example-search-json": [Example('kb search "loss flat" -n 1 --json')],
+    "example-show": [
+        Example("kb show O12 | head -4"),
+        Example("kb show double-softmx", status=1),
+        Example("kb snippet double-softmax | python"),
+        Example("kb list --area loss", lines=2),
+    ],
+    "example-check-problem": [
+        Example("kb check", status=1, note="with a typo in a see_also",
+                edit=("kb/entries/loss/double-softmax.yaml", "see_also: [nll-needs-log-softmax,",
+                      "see_also: [nll-needs-log-softmx,")),
+    ],
+    "example-eval": [Example("kb eval", lines=2)],
+    "example-verify-defect": [
+        Example("kb verify", status=1, note="with one word of a quote changed", lines=-1,
+                edit=("kb/quotes/karpathy-recipe-2019.yaml", "patience and attention to detail",
+                      "patience and devotion to detail"),
+                copy=("kb/tags.yaml", "kb/entries/", "kb/quotes/karpathy-recipe-2019.yaml",
+                      "evidence/karpathy-recipe-2019.md")),
+    ],
+    "example-lint": [
+        Example("kb lint examples/train_buggy.py", status=1),
+        Example("kb search --from-lint examples/train_buggy.py"),
+    ],
+}
+EXAMPLE_TIMEOUT = 300  # seconds for one command (a snippet imports torch and trains)
+_example_blocks = {}   # (KB root, its signature) -> the example blocks, made once per process
+
+
+def run_example(example: Example, checkout: str) -> str:
+    """`$ command` and what it prints (stdout, then stderr, as a terminal shows a command that
+    writes its summary last), run in `checkout` against its KB."""
+    from .snippets import child_env
+    stages = [stage.strip() for stage in example.command.split(" | ")]
+    argv = shlex.split(stages[0])
+    if argv[:1] != ["kb"]:
+        raise KBError(f"example `{example.command}`: an example runs a kb command")
+    # as a reader's shell runs it: the packaged ranking (not KB_MODEL_DIR's), no colour, this KB
+    env = {k: v for k, v in os.environ.items() if k not in ("KB_PATH", "KB_MODEL_DIR", "FORCE_COLOR")}
+    env.update(NO_COLOR="1", COLUMNS="100", PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with tempfile.TemporaryDirectory(prefix="kb-docs-") as tmp:
+        where = checkout
+        if example.edit is not None:  # a changed copy: uncached, so no cache file is left for it
+            where, env["KB_NO_CACHE"] = os.path.join(tmp, "checkout"), "1"
+            _copy_with_edit(checkout, where, example.copy, *example.edit)
+        proc = _run([sys.executable, "-m", "kb_tools", "--kb", os.path.join(where, "kb"), *argv[1:]], where, env)
+        out, err = proc.stdout, proc.stderr
+        for stage in stages[1:]:  # the pipeline's status is its last command's, as in a shell
+            if stage == "python" and proc.returncode == 0:
+                proc = _run([sys.executable, "-"], tmp, child_env("cpu"), stdin=out)
+                out, err = proc.stdout, err + proc.stderr
+            elif stage.startswith("head -"):
+                out = "".join(out.splitlines(True)[:int(stage[len("head -"):])])
+            elif stage != "python":
+                raise KBError(f"example `{example.command}`: cannot run `| {stage}`")
+        if proc.returncode != example.status or "Traceback" in err:
+            last = (err.strip() or out.strip() or "no output").splitlines()[-1]
+            raise KBError(f"the README example `{example.command}` exited with status {proc.returncode} "
+                          f"(expected {example.status}): {last}")
+    text = (out + err).rstrip("\n").split("\n")
+    if example.lines is not None:
+        text = text[:example.lines] + ["..."]
+    shown = f"$ {example.command}" + (f"    # {example.note}" if example.note else "")
+    return "\n".join([shown] + text)
+
+
+def _run(argv: list, cwd: str, env: dict, stdin: str = "") -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(argv, cwd=cwd, env=env, input=stdin, capture_output=True, text=True,
+                              timeout=EXAMPLE_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KBError(f"cannot run the example `{' '.join(argv)}`: {exc}") from None
+
+
+def _copy_with_edit(checkout: str, to: str, parts: tuple, path: str, old: str, new: str) -> None:
+    """Copy `parts` of the checkout to `to` (a name ending in / is made as an empty folder), then
+    replace `old` with `new` in `path` there; a KBError when `old` is no longer in that file."""
+    for part in parts:
+        source, target = os.path.join(checkout, part), os.path.join(to, part)
+        if part.endswith("/"):
+            os.makedirs(target, exist_ok=True)
+        elif os.path.isdir(source):
+            shutil.copytree(source, target)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(source, target)
+    with open(os.path.join(to, path), encoding="utf-8") as fh:
+        text = fh.read()
+    if old not in text:
+        raise KBError(f"{path} no longer holds '{old}', which a README example changes: edit docs.EXAMPLES")
+    with open(os.path.join(to, path), "w", encoding="utf-8") as fh:
+        fh.write(text.replace(old, new, 1))
+
+
+def example_blocks(kb) -> dict:
+    """Each README example block: its commands run on the checkout that holds `kb`, in a code block."""
+    from .locate import kb_signature
+    key = (os.path.realpath(kb.root), kb_signature(kb.root))
+    if key not in _example_blocks:
+        checkout = os.path.dirname(os.path.abspath(kb.root))
+        _example_blocks[key] = {name: "```\n" + "\n\n".join(run_example(e, checkout) for e in examples) + "\n```"
+                                for name, examples in EXAMPLES.items()}
+    return _example_blocks[key]
+
+
 def blocks(kb) -> dict:
     """Every generated block's text, by name."""
     from .load import ENTRY_FIELDS, QUOTE_FIELDS, SOURCE_FIELDS
@@ -94,6 +236,7 @@ def blocks(kb) -> dict:
         "command-usage": command_usage(),
         "shipped-counts": shipped_counts(kb),
         "shipped-sources": shipped_sources(kb),
+        **example_blocks(kb),
     }
 
 

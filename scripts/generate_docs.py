@@ -3,8 +3,10 @@
     python scripts/generate_docs.py          # rewrite the blocks that are out of date
     python scripts/generate_docs.py --check  # exit 1 and print the diff if any block is stale
 
-The blocks are the field tables, the diagnostic codes, every command's usage and
-the shipped counts (see kb_tools/docs.py). tests/test_docs.py runs the check.
+The blocks are the field tables, the diagnostic codes, every command's usage, the
+shipped counts and the README's example outputs, each made by running its command
+on this checkout (about ten seconds: a snippet imports torch; see kb_tools/docs.py).
+tests/test_docs.py runs the check.
 """
 from __future__ import annotations
 

@@ -294,7 +294,15 @@ def test_kb_mcp_without_the_mcp_package_is_a_one_line_error(fixture_kb, monkeypa
     code = cli.main(["--kb", fixture_kb, "mcp"])
     out, err = capsys.readouterr()
     assert code == 1 and out == ""
-    assert err == "kb: the MCP server needs the `mcp` package (mcp is missing): pip install 'kb-tools[mcp]'\n"
+    # kb-tools is not on PyPI: the command names the pip of the interpreter that runs kb, and the SDK
+    assert err == (f"kb: the MCP server needs the `mcp` package (mcp is missing): "
+                   f"{sys.executable} -m pip install 'mcp>=2.3,<3'\n")
+
+
+def test_kb_mcp_help_says_how_to_install_the_sdk_without_the_unpublished_extra():
+    r = kb("mcp", "--help")
+    assert r.returncode == 0 and "kb-tools[mcp]" not in r.stdout
+    assert "python -m pip install 'mcp>=2.3,<3'" in " ".join(r.stdout.split())
 
 
 def test_kb_mcp_help_names_every_tool():

@@ -1,4 +1,5 @@
-"""The reference blocks of README.md and CONTRIBUTING.md are what the code says (see kb_tools/docs.py)."""
+"""The reference blocks of README.md and CONTRIBUTING.md are what the code says, and every example of a
+command's output is what that command prints on this checkout (see kb_tools/docs.py)."""
 from __future__ import annotations
 
 import os
@@ -57,12 +58,65 @@ def test_a_broken_marker_is_a_one_line_error(text, message, kb):
         docs.fill(text, docs.blocks(kb), "README.md")
 
 
-def test_the_script_check_mode_exits_1_on_drift_and_0_when_current(tmp_path):
-    shutil.copytree(ROOT, tmp_path / "repo", ignore=shutil.ignore_patterns(
-        ".git", ".venv", "site", "build", "artifacts", "node_modules", "__pycache__", "tests"))
+def test_the_script_check_mode_exits_1_on_drift_and_names_only_the_drift(tmp_path):
+    """Run from a copy of the checkout (the examples run there, on its KB and tests/queries.yaml): one
+    changed table row is the whole diff, so every other block, examples included, came out the same."""
+    skipped = shutil.ignore_patterns(".git", ".venv", "site", "build", "artifacts", "node_modules", "__pycache__")
+    shutil.copytree(ROOT, tmp_path / "repo", ignore=lambda folder, names: (
+        [n for n in names if n != "queries.yaml"] if os.path.basename(folder) == "tests" else skipped(folder, names)))
     script = [sys.executable, str(tmp_path / "repo" / "scripts" / "generate_docs.py"), "--check"]
-    assert subprocess.run(script, capture_output=True).returncode == 0
     readme = tmp_path / "repo" / "README.md"
     readme.write_text(readme.read_text(encoding="utf-8").replace("| `KB105` |", "| `KB999` |"), encoding="utf-8")
     run = subprocess.run(script, capture_output=True, text=True)
-    assert run.returncode == 1 and "README.md out of date" in run.stderr and "+| `KB105` |" in run.stdout
+    assert run.returncode == 1 and "README.md out of date" in run.stderr
+    changed = [line for line in run.stdout.splitlines() if line[:1] in ("+", "-") and line[:3] not in ("+++", "---")]
+    assert [line[:12] for line in changed] == ["-| `KB999` |", "+| `KB105` |"], run.stdout
+
+
+def block_of(text: str, name: str) -> str:
+    start = text.index(docs.BEGIN.format(name))
+    return text[start:text.index(docs.END.format(name), start)]
+
+
+def test_every_example_block_is_in_the_readme_and_is_the_commands_output(kb):
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    generated = docs.blocks(kb)
+    for name, examples in docs.EXAMPLES.items():
+        block = block_of(readme, name)
+        for example in examples:
+            assert f"$ {example.command}" in block
+    search = block_of(readme, "example-search")
+    capture = subprocess.run([sys.executable, "-m", "kb_tools", "--kb", os.path.join(ROOT, "kb"), "search",
+                              "loss flat", "-n", "3"], capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, "NO_COLOR": "1"})
+    assert capture.stdout.rstrip("\n") in search  # the ranking, scores and order as the command prints them
+    assert generated["example-search"] in readme
+
+
+def test_a_stale_example_output_fails_the_check_and_write_mode_repairs_it(tmp_path, kb):
+    for name in docs.DOC_FILES:
+        shutil.copy(os.path.join(ROOT, name), tmp_path / name)
+    readme = tmp_path / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    eval_block = block_of(text, "example-eval")
+    figures = next(line for line in eval_block.splitlines() if line.endswith(tuple("0123456789")) and "hit@1" in line)
+    stale = text.replace(figures, figures.replace("hit@1 0.", "hit@1 1."), 1)
+    readme.write_text(stale, encoding="utf-8")
+    ((name, diff),) = docs.update_docs(str(tmp_path), kb, check=True)
+    assert name == "README.md" and f"+{figures}" in diff and "hit@1 1." in diff
+    assert readme.read_text(encoding="utf-8") == stale  # --check writes nothing
+    docs.update_docs(str(tmp_path), kb)
+    assert readme.read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize("example, message", [
+    (docs.Example("kb show no-such-entry"), "`kb show no-such-entry` exited with status 1 (expected 0): "
+                                             "kb: unknown entry 'no-such-entry'"),
+    (docs.Example("kb check", status=1, edit=("kb/tags.yaml", "no such text in the file", "x")),
+     "kb/tags.yaml no longer holds 'no such text in the file'"),
+    (docs.Example("python -c 1"), "an example runs a kb command"),
+])
+def test_an_example_that_no_longer_runs_as_shown_is_a_one_line_error(example, message):
+    with pytest.raises(KBError) as caught:
+        docs.run_example(example, ROOT)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
