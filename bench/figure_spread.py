@@ -93,6 +93,42 @@ def summarize(entry, runs: list) -> dict:
             "cpu_seconds": [min(r["cpu_seconds"] or 0 for r in runs), max(r["cpu_seconds"] or 0 for r in runs)]}
 
 
+def _decimals(text: str) -> int:
+    return len(text.split(".", 1)[1]) if "." in text else 0
+
+
+def suggest_claim(values: list, margin: float = 0.1) -> str | None:
+    """A claim that covers every printed value with `margin` to spare (ranges widened by that share of
+    their ends, rounded outward at the printed precision; a constant stays exact); None when the
+    printed values do not share one shape."""
+    import math
+    if not values:
+        return None
+    if len(set(values)) == 1:
+        return values[0]
+    shapes = {snippets._PRINTED_NUM.sub("\x00", v) for v in values}
+    if len(shapes) != 1:
+        return None
+    columns = list(zip(*[[m.group(0) for m in snippets._PRINTED_NUM.finditer(v)] for v in values]))
+    parts = []
+    for column in columns:
+        nums = [float(c) for c in column]
+        lo, hi, d = min(nums), max(nums), max(map(_decimals, column))
+        if lo == hi:
+            parts.append(column[0])
+            continue
+        step = 10 ** -d
+        low = math.floor(lo * (1 - margin if lo > 0 else 1 + margin) / step) * step
+        high = math.ceil(hi * (1 + margin if hi > 0 else 1 - margin) / step) * step
+        if lo >= 0:
+            low = max(low, 0.0)
+        parts.append(f"{low:.{d}f}-{high:.{d}f}")
+    shape, out = shapes.pop(), []
+    for piece, part in zip(shape.split("\x00"), parts + [""]):
+        out.append(piece + part)
+    return "".join(out)
+
+
 def fmt_span(span) -> str:
     if not span:
         return "-"
@@ -160,6 +196,10 @@ def main(argv=None) -> int:
             bad = [n for n, f in s["figures"].items() if not f["holds"]]
             print(f"{s['id']:<40} {s['passed']:>3}/{s['runs']:<3} cpu {s['cpu_seconds'][0]:.1f}-{s['cpu_seconds'][1]:.1f}s"
                   + (f"  claims failing: {', '.join(bad)}" if bad else ""))
+            for name in bad:
+                f = s["figures"][name]
+                print(f"    {name}: claim {f['claim']!r}, printed {', '.join(f['values'][:8])}"
+                      f"{' ...' if len(f['values']) > 8 else ''}; covering claim: {suggest_claim(f['values'])!r}")
             for f in s["failures"][:3]:
                 last = f["failure"].splitlines()[-1] if f["failure"] else ""
                 print(f"    {f['capability']} t{f['threads']} seed+{f['seed_offset']}: {last[:150]}")
