@@ -28,9 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools import embed  # noqa: E402
-from kb_tools.load import load_kb  # noqa: E402
-from kb_tools.search import build_index, load_queries, rank  # noqa: E402
+from kb_tools.search.embedders import static as embed  # noqa: E402
+from kb_tools.core.load import load_kb  # noqa: E402
+from kb_tools.search.rank import build_index, load_queries, rank  # noqa: E402
 from search_quality import DEPTHS, depth_shares, metrics, reciprocal_ranks  # noqa: E402  (bench/ is on the path: this file's folder)
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))

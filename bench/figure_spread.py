@@ -27,8 +27,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools import snippets  # noqa: E402
-from kb_tools.load import load_kb  # noqa: E402
+from kb_tools.snippets import runner as snippets  # noqa: E402
+from kb_tools.core.load import load_kb  # noqa: E402
 
 SEED_OFFSETS = (0, 1000, 2000, 3000, 4000)
 THREADS = (1, 2)

@@ -29,7 +29,7 @@ sys.path.insert(0, ROOT)
 
 import yaml  # noqa: E402
 
-from kb_tools.lint import RULES, lint_source  # noqa: E402
+from kb_tools.lint.engine import RULES, lint_source  # noqa: E402
 
 REAL = os.path.join(ROOT, "tests", "lint", "real")
 

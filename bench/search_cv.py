@@ -19,8 +19,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools import search  # noqa: E402
-from kb_tools.load import load_kb  # noqa: E402
+from kb_tools.search import rank as search  # noqa: E402
+from kb_tools.core.load import load_kb  # noqa: E402
 
 GRID = {"LINE_BONUS": (3.0, 6.0, 10.0), "LEXICAL_SHARE": (0.3, 0.4, 0.5, 0.6, 0.7), "DENSE_BASELINE_RANK": (5, 10, 20, 40)}
 FOLDS = 5

@@ -64,7 +64,7 @@ def generate_kb(src_kb: str, dest: str, count: int) -> str:
 
     import yaml
 
-    from kb_tools.load import load_kb
+    from kb_tools.core.load import load_kb
 
     rng = random.Random(0)
     shipped = list(load_kb(src_kb, use_cache=False).entries.values())
@@ -99,8 +99,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    from kb_tools.load import load_kb
-    from kb_tools.locate import find_kb_root
+    from kb_tools.core.load import load_kb
+    from kb_tools.core.locate import find_kb_root
     shipped = find_kb_root()
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as tmp:
         env = {**os.environ, "KB_CACHE_DIR": os.path.join(tmp, "cache")}

@@ -30,9 +30,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools import embed  # noqa: E402
-from kb_tools.load import load_kb  # noqa: E402
-from kb_tools.search import build_index, dense_scores, evaluate, load_queries, rank, rank_fuzzy  # noqa: E402
+from kb_tools.search.embedders import static as embed  # noqa: E402
+from kb_tools.core.load import load_kb  # noqa: E402
+from kb_tools.search.rank import build_index, dense_scores, evaluate, load_queries, rank, rank_fuzzy  # noqa: E402
 
 BOOTSTRAP = 2000
 DEPTHS = (5, 10, 20)

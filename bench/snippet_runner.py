@@ -21,8 +21,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools import snippets  # noqa: E402
-from kb_tools.load import load_kb  # noqa: E402
+from kb_tools.snippets import runner as snippets  # noqa: E402
+from kb_tools.core.load import load_kb  # noqa: E402
 
 
 def one_pass(entries: list, forked: bool, jobs: int) -> dict:

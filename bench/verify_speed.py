@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import yaml  # noqa: E402
 
-from kb_tools.load import load_kb  # noqa: E402
-from kb_tools.verify import PackageTexts, verify_kb  # noqa: E402
+from kb_tools.core.load import load_kb  # noqa: E402
+from kb_tools.verify.quotes import PackageTexts, verify_kb  # noqa: E402
 
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 FRONT = ("---\ntitle: Generated source {n}\nauthor: Bench\nkind: primary\nurl: https://example.org/{n}\n"

@@ -8,16 +8,16 @@ from __future__ import annotations
 import os
 import sys
 
-from .fastpath import (EXIT_FAIL, EXIT_OK, SEARCH_OPTIONS, cmd_search, fail_if_invalid, guarded,
+from kb_tools.fastpath import (EXIT_FAIL, EXIT_OK, SEARCH_OPTIONS, cmd_search, fail_if_invalid, guarded,
                        print_json, query_text, run_quick_search, style)
-from .model import AREAS
-from .util import KBError, UsageError, did_you_mean
+from kb_tools.core.model import AREAS
+from kb_tools.core.util import KBError, UsageError, did_you_mean
 
 
 # ---------------------------------------------------------------- helpers (the output ones live in fastpath.py)
 
 def _load(args, require_clean: bool = True):
-    from .load import load_kb
+    from kb_tools.core.load import load_kb
     kb = load_kb(args.kb)
     if require_clean:
         fail_if_invalid(kb.problems)
@@ -26,7 +26,7 @@ def _load(args, require_clean: bool = True):
 
 def _refuse_bundled(root: str) -> None:
     """Commands that write into the KB never write into the copy installed with the package."""
-    from .locate import bundled_kb
+    from kb_tools.core.locate import bundled_kb
     if bundled_kb(root):
         raise KBError(f"{root}: the copy of the KB installed with the package is never written; "
                       f"run kb from a checkout or pass --kb DIR")
@@ -59,7 +59,7 @@ def cmd_check(args) -> int:
 def search_from_lint(args, query: str) -> int:
     """The entries behind what `kb lint` finds in a script, in the order of their first finding;
     a file that could not be linted is a line on stderr and exit 1, after the others' entries."""
-    from .lint import UNLINTABLE, lint_paths
+    from kb_tools.lint.engine import UNLINTABLE, lint_paths
     kb = _load(args)
     if query.strip():
         raise UsageError("search: give a query or --from-lint FILE, not both")
@@ -90,7 +90,7 @@ def search_from_lint(args, query: str) -> int:
 
 def cmd_lint(args) -> int:
     """Find the KB's mistakes in training scripts; exit 1 when something is found."""
-    from .lint import RULES, lint_paths, python_files
+    from kb_tools.lint.engine import RULES, lint_paths, python_files
     split = lambda v: [c.strip() for c in v.split(",") if c.strip()] if v else None  # noqa: E731
     if args.list_rules:
         rows = [{"code": code, "name": name, "entry": entry} for code, (name, entry, _) in RULES.items()]
@@ -118,11 +118,11 @@ def cmd_lint(args) -> int:
 
 def cmd_show(args) -> int:
     """One entry in full."""
-    from .lint import rules_for
+    from kb_tools.lint.engine import rules_for
     kb = _load(args)
     e = _entry_or_fail(kb, args.id)
     if args.json:
-        from .agents import entry_json
+        from kb_tools.render.agents import entry_json
         print_json(entry_json(e))
         return EXIT_OK
     print(style(f"{e.id}: {e.title}", "1"))
@@ -158,7 +158,7 @@ def cmd_run(args) -> int:
     import subprocess
     import tempfile
 
-    from . import snippets
+    from kb_tools.snippets import runner as snippets
     kb = _load(args)
     entry = _entry_or_fail(kb, args.id)
     if importlib.util.find_spec("torch") is None:
@@ -188,7 +188,7 @@ def cmd_run(args) -> int:
 
 def _report_figures(entry, stdout: str) -> int:
     """Each figure the snippet printed here beside the claim the entry states, on stderr."""
-    from . import snippets
+    from kb_tools.snippets import runner as snippets
     if not entry.figures:
         return EXIT_OK
     measured = snippets.printed_figures(stdout)
@@ -211,7 +211,7 @@ def _report_figures(entry, stdout: str) -> int:
 
 def cmd_eval(args) -> int:
     """Score the search ranking on labelled queries: hit@1, hit@3, MRR, and each miss."""
-    from .search import build_index, evaluate, load_queries
+    from kb_tools.search.rank import build_index, evaluate, load_queries
     kb = _load(args)
     path = args.queries or os.path.join(os.path.dirname(kb.root), "tests", "queries.yaml")
     if not args.queries and not os.path.isfile(path):
@@ -248,7 +248,7 @@ def cmd_list(args) -> int:
 
 def cmd_build(args) -> int:
     """Render the KB into pages and build the docs site with mkdocs in strict mode."""
-    from .site import build_site
+    from kb_tools.site.build import build_site
     kb = _load(args)
     report = build_site(kb, out_dir=args.out, work_dir=args.work, results_path=args.results,
                         site_url=args.site_url, repo_url=args.repo_url, edit_uri=args.edit_uri)
@@ -263,7 +263,7 @@ def cmd_build(args) -> int:
 
 def cmd_serve(args) -> int:
     """Preview the docs site with live reload; pages follow edits to the KB."""
-    from .site import serve_site
+    from kb_tools.site.build import serve_site
     _load(args)  # fail early, in one line, on an invalid KB
     serve_site(args.kb, work_dir=args.work, results_path=args.results, dev_addr=args.dev_addr,
                log=lambda msg: print(msg, file=sys.stderr))
@@ -272,7 +272,7 @@ def cmd_serve(args) -> int:
 
 def cmd_verify(args) -> int:
     """Check every quote against its cached source or installed package; exit 1 on any defect."""
-    from .verify import fix_lines, verify_kb
+    from kb_tools.verify.quotes import fix_lines, verify_kb
     kb = _load(args, require_clean=False)
     # a quote file or source that does not parse would silently drop its quotes: fail on it here
     broken = [p for p in kb.problems if "/entries/" not in "/" + p.path.replace(os.sep, "/")]
@@ -313,7 +313,7 @@ def cmd_verify(args) -> int:
 
 def cmd_context(args) -> int:
     """The best entries for a query as compact Markdown for a model's context window."""
-    from .agents import context
+    from kb_tools.render.agents import context
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
     result = context(args.kb, query_text(args.query), budget=args.budget, limit=args.limit, area=args.area)
@@ -326,7 +326,7 @@ def cmd_context(args) -> int:
 
 def cmd_export_skill(args) -> int:
     """Write SKILL.md for agent hosts that load skills, generated from the KB."""
-    from .agents import export_skill
+    from kb_tools.render.agents import export_skill
     kb = _load(args)
     print(f"wrote {export_skill(kb, args.dir)}")
     return EXIT_OK
@@ -336,7 +336,7 @@ def cmd_mcp(args) -> int:
     """Serve the KB to MCP clients over stdio until the client disconnects."""
     _load(args)  # fail early, in one line, on an invalid KB
     try:
-        from .mcp_server import serve
+        from kb_tools.mcp_server import serve
     except ImportError as exc:
         raise KBError(f"the MCP server needs the `mcp` package ({exc.name} is missing): "
                       f"{MCP_INSTALL}") from None
@@ -346,8 +346,8 @@ def cmd_mcp(args) -> int:
 
 def cmd_evidence_add(args) -> int:
     """Cache a web page or local file as a source under evidence/, with provenance."""
-    from .evidence import add_evidence
-    from .locate import evidence_dir, find_kb_root
+    from kb_tools.verify.evidence import add_evidence
+    from kb_tools.core.locate import evidence_dir, find_kb_root
     root = find_kb_root(args.kb)
     _refuse_bundled(root)
     result = add_evidence(args.target, args.id, evidence_dir(root), title=args.title, author=args.author,
@@ -364,7 +364,7 @@ def cmd_evidence_add(args) -> int:
 
 def cmd_evidence_rehash(args) -> int:
     """Record the current body sha256 of cached sources after a deliberate edit."""
-    from .evidence import rehash_sources
+    from kb_tools.verify.evidence import rehash_sources
     kb = _load(args, require_clean=False)
     if not args.ids and not args.all:
         raise UsageError("name the sources to rehash (IDs), or pass --all")

@@ -20,7 +20,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from .util import KBError, write_atomic
+from kb_tools import PACKAGE_DIR
+from kb_tools.core.util import KBError, write_atomic
 
 BEGIN, END = "<!-- begin generated: {} -->", "<!-- end generated: {} -->"
 HELP_COLUMNS = 100  # the width usage text is rendered at, whatever the terminal
@@ -54,7 +55,7 @@ def code_table(codes: dict, name_heading: str) -> str:
 
 def command_usage() -> str:
     """`kb --help` and every command's `--help`, as a user at a 100-column terminal sees them."""
-    from . import cli
+    from kb_tools import cli
     saved = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = str(HELP_COLUMNS + 2)  # the formatter keeps two columns of margin
     try:
@@ -152,14 +153,14 @@ _example_blocks = {}   # (KB root, its signature) -> the example blocks, made on
 def run_example(example: Example, checkout: str) -> str:
     """`$ command` and what it prints (stdout, then stderr, as a terminal shows a command that
     writes its summary last), run in `checkout` against its KB."""
-    from .snippets import child_env
+    from kb_tools.snippets.runner import child_env
     stages = [stage.strip() for stage in example.command.split(" | ")]
     argv = shlex.split(stages[0])
     if argv[:1] != ["kb"]:
         raise KBError(f"example `{example.command}`: an example runs a kb command")
     # as a reader's shell runs it: the packaged ranking (not KB_MODEL_DIR's), no colour, this KB
     env = {k: v for k, v in os.environ.items() if k not in ("KB_PATH", "KB_MODEL_DIR", "FORCE_COLOR")}
-    env.update(NO_COLOR="1", COLUMNS="100", PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env.update(NO_COLOR="1", COLUMNS="100", PYTHONPATH=os.path.dirname(PACKAGE_DIR))
     with tempfile.TemporaryDirectory(prefix="kb-docs-") as tmp:
         where = checkout
         if example.edit is not None:  # a changed copy: uncached, so no cache file is left for it
@@ -216,7 +217,7 @@ def _copy_with_edit(checkout: str, to: str, parts: tuple, path: str, old: str, n
 
 def example_blocks(kb) -> dict:
     """Each README example block: its commands run on the checkout that holds `kb`, in a code block."""
-    from .locate import kb_signature
+    from kb_tools.core.locate import kb_signature
     key = (os.path.realpath(kb.root), kb_signature(kb.root))
     if key not in _example_blocks:
         checkout = os.path.dirname(os.path.abspath(kb.root))
@@ -227,8 +228,8 @@ def example_blocks(kb) -> dict:
 
 def blocks(kb) -> dict:
     """Every generated block's text, by name."""
-    from .load import ENTRY_FIELDS, QUOTE_FIELDS, SOURCE_FIELDS
-    from .model import CHECK_CODES, VERIFY_CODES
+    from kb_tools.core.load import ENTRY_FIELDS, QUOTE_FIELDS, SOURCE_FIELDS
+    from kb_tools.core.model import CHECK_CODES, VERIFY_CODES
     return {
         "entry-fields": field_table(ENTRY_FIELDS),
         "quote-fields": field_table(QUOTE_FIELDS),

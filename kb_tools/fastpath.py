@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .util import KBError, UsageError
+from kb_tools.core.util import KBError, UsageError
 
 # kb search's options: (flags, attribute, value type or "flag", default, help). "area" values are model.AREAS.
 SEARCH_OPTIONS = (
@@ -73,7 +73,7 @@ def quick_search_args(argv):
                     return None
                 value = tokens.pop(0)
             if kind == "area":
-                from .model import AREAS  # only here: a plain search does not import the schema
+                from kb_tools.core.model import AREAS  # only here: a plain search does not import the schema
                 if value not in AREAS:
                     return None
             else:
@@ -161,12 +161,12 @@ def query_text(words: list) -> str:
 
 def cmd_search(args) -> int:
     """Rank entries for a symptom query."""
-    from .search import dense_unavailable, load_index, search
+    from kb_tools.search.rank import dense_unavailable, load_index, search
     query = query_text(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
     if args.from_lint:
-        from .cli import search_from_lint
+        from kb_tools.cli import search_from_lint
         return search_from_lint(args, query)
     if not query.strip():
         raise UsageError("empty query: describe what you see, e.g. kb search \"loss flat\" (or give --from-lint FILE)")
@@ -237,6 +237,6 @@ def launch() -> int:
     argv = sys.argv[1:]
     code = guarded(lambda: run_quick_search(argv))
     if code is None:  # not a plain search
-        from .cli import main
+        from kb_tools.cli import main
         return main(argv)
     return code

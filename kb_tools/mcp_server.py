@@ -17,11 +17,11 @@ from mcp.shared.exceptions import MCPDeprecationWarning, NoBackChannelError
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
-from . import __version__
-from .agents import MAX_QUOTE_CHARS
-from .confined import confined_files, lint_in_child, root_folders
-from .search import MAX_QUERY_CHARS
-from .util import KBError
+from kb_tools import __version__
+from kb_tools.render.agents import MAX_QUOTE_CHARS
+from kb_tools.core.confined import confined_files, lint_in_child, root_folders
+from kb_tools.search.rank import MAX_QUERY_CHARS
+from kb_tools.core.util import KBError
 
 INSTRUCTIONS = (
     "A source-checked knowledge base of known causes of PyTorch training that runs but does not learn. "
@@ -59,12 +59,12 @@ class _Server(MCPServer):
 def build_server(kb_root: str | None) -> MCPServer:
     """The server over the KB at `kb_root` (see locate.find_kb_root); the KB and its search
     index are loaded here, once, and every call reads them."""
-    from .agents import context as kb_context
-    from .agents import entry_json, entry_markdown, resolve, snippet_json, verify_text
-    from .load import load_kb
-    from .model import AREAS
-    from .search import dense_unavailable, load_index, search as kb_search
-    from .util import did_you_mean
+    from kb_tools.render.agents import context as kb_context
+    from kb_tools.render.agents import entry_json, entry_markdown, resolve, snippet_json, verify_text
+    from kb_tools.core.load import load_kb
+    from kb_tools.core.model import AREAS
+    from kb_tools.search.rank import dense_unavailable, load_index, search as kb_search
+    from kb_tools.core.util import did_you_mean
 
     kb = load_kb(kb_root)
     index = load_index(kb_root)

@@ -45,7 +45,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools import embed, search  # noqa: E402
+from kb_tools.search import rank as search  # noqa: E402
+from kb_tools.search.embedders import static as embed
 from tune_embeddings import write_table  # noqa: E402  (scripts/ is on the path: it is this file's folder)
 
 REPORTS = os.path.join(ROOT, "scripts", "data", "synthetic_reports.yaml")
@@ -129,7 +130,7 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from kb_tools.load import load_kb
+    from kb_tools.core.load import load_kb
     if args.device != "cpu":
         torch.set_default_device(args.device)
     torch.manual_seed(args.seed)

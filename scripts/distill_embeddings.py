@@ -13,7 +13,7 @@ reduces the outputs with PCA and weights them by estimated token frequency
 (SIF). The result is stored as a token list, an int8 matrix and one float32
 scale per row, both raw little-endian bytes (symmetric quantisation: half the size of float16, and on the
 labelled queries the same ranking to the third decimal), the files
-kb_tools/embed.py reads.
+kb_tools/search/embedders/static.py reads.
 """
 from __future__ import annotations
 

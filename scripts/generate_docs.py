@@ -18,8 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from kb_tools.docs import update_docs  # noqa: E402
-from kb_tools.load import load_kb  # noqa: E402
-from kb_tools.util import KBError  # noqa: E402
+from kb_tools.core.load import load_kb  # noqa: E402
+from kb_tools.core.util import KBError  # noqa: E402
 
 
 def main(argv=None) -> int:

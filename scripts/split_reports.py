@@ -17,7 +17,7 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from kb_tools.util import write_atomic  # noqa: E402
+from kb_tools.core.util import write_atomic  # noqa: E402
 
 OUT = os.path.join(ROOT, "tests", "real_reports")
 TEST_SHARE = 0.5

@@ -36,7 +36,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools import embed  # noqa: E402
+from kb_tools.search.embedders import static as embed  # noqa: E402
 
 DOC_SENTENCES = 9000
 SEED = 0
@@ -50,7 +50,7 @@ def corpus(kb_dir: str) -> list:
     """The KB's sentences, then torch docstring sentences, each once."""
     import torch
 
-    from kb_tools.load import load_kb
+    from kb_tools.core.load import load_kb
     out = []
     for e in load_kb(kb_dir, use_cache=False).entries.values():
         out += [e.title, *e.symptoms]

@@ -1,15 +1,16 @@
 """Collect tests/test_snippets.py as one item per (entry, device) and record the outcomes in
 build/verified/ (or in $KB_RECORD_DIR: `make record` points it at the committed kb/verified; see
-kb_tools/verified.py), keep the suite's caches out of the user's own cache folder, and fail the
+kb_tools/snippets/verified.py), keep the suite's caches out of the user's own cache folder, and fail the
 run if it changed the checkout: a test never rewrites a tracked file."""
 from __future__ import annotations
 
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
+
+from treeguard import git_status
 
 # The suite builds hundreds of throw-away KBs, each with its own cache files: they go to one folder
 # of the run's (shared with xdist's workers, which inherit the variable), removed when the run ends,
@@ -41,19 +42,7 @@ def pytest_runtest_logreport(report):
             "torch": props["torch"], "python": props["python"], "snippet_sha256": props["snippet_sha256"]}
 
 
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TREE_BEFORE = []
-
-
-def git_status(top: str = CHECKOUT) -> str | None:
-    """`git status --porcelain` of the checkout (tracked changes and untracked files git does not
-    ignore), or None outside a git work tree."""
-    try:
-        proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=top,
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
 
 
 def pytest_sessionstart(session):
@@ -65,8 +54,8 @@ def pytest_sessionfinish(session):
     if hasattr(session.config, "workerinput"):
         return
     if _RUNS:
-        from kb_tools import verified
-        from kb_tools.locate import find_kb_root
+        from kb_tools.snippets import verified
+        from kb_tools.core.locate import find_kb_root
         verified.record(_RUNS, verified.record_dir(find_kb_root()))
     shutil.rmtree(os.environ.pop(SUITE_CACHE), ignore_errors=True)
     before, after = (_TREE_BEFORE or [None])[0], git_status()

@@ -33,9 +33,9 @@ import time
 
 import pytest
 
-from kb_tools import search
-from kb_tools.load import load_kb
-from kb_tools.site import build_site
+from kb_tools.search import rank as search
+from kb_tools.core.load import load_kb
+from kb_tools.site.build import build_site
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -264,7 +264,7 @@ def test_alias_redirect_lands_on_entry(driver, served):
 def _index(kb):
     """`kb search`'s index of a served KB: the static token vectors, which the site's script
     embeds queries with too."""
-    from kb_tools import embed
+    from kb_tools.search.embedders import static as embed
     return search.build_index(kb, embed.load())
 
 
@@ -336,7 +336,7 @@ def test_site_search_ranks_like_kb_search(driver, served, query_file):
     print(f"\n{os.path.basename(query_file)}: {n} queries typed into the site; top 3 as kb search: {agree}; "
           f"top-3 hit rate site {site_hits / n:.3f}, kb search {cli_hits / n:.3f}")
     assert abs(site_hits - cli_hits) / n <= HIT_RATE_MARGIN
-    from kb_tools import embed
+    from kb_tools.search.embedders import static as embed
     model = embed.load_model(embed.installed_model_dir() or "")
     if model is not None:  # `KB_MODEL_DIR` runs the whole model in `kb search`; the site cannot
         model_index = search.build_index(kb, model)
@@ -443,7 +443,7 @@ def _h1(driver) -> str:
 def test_look_alike_link_in_check_opens_that_entry(driver, served):
     from selenium.webdriver.common.by import By
 
-    from kb_tools.util import prose_words
+    from kb_tools.core.util import prose_words
     base, kb, _ = served
     names = {n: e.id for e in kb.entries.values() for n in (e.id, *e.aliases)}
     # entries whose Check names another entry, the shipped double-softmax first when it does
@@ -764,7 +764,7 @@ def test_symptom_index_is_grouped_by_sign_and_lands_on_the_symptom(driver, serve
     symptom; following a line opens the entry with that symptom in view."""
     from selenium.webdriver.common.by import By
 
-    from kb_tools.site import SHORT_LINE, SYMPTOM_SIGNS, symptom_sign
+    from kb_tools.site.build import SHORT_LINE, SYMPTOM_SIGNS, symptom_sign
     base, kb, variant = served
     driver.get(f"{base}symptoms/")
     groups = _wait(driver, lambda d: d.execute_script("""
@@ -829,7 +829,7 @@ def test_entries_table_and_nav_follow_the_triage_path(driver, served):
     triage section lists the same ids in the same order."""
     from selenium.webdriver.common.by import By
 
-    from kb_tools.model import AREAS, TRIAGE_PATH
+    from kb_tools.core.model import AREAS, TRIAGE_PATH
     base, kb, variant = served
     driver.get(f"{base}entries/")
     rows = _wait(driver, lambda d: d.execute_script("""
@@ -889,7 +889,8 @@ def _curve(driver):
 def test_shipped_entry_pages_show_when_and_where_the_snippet_passed(driver, served):
     """The shipped site reads kb/verified/: a passing entry says so in green with torch,
     device and date, and an entry whose snippet records its losses shows both curves."""
-    from kb_tools import snippets, verified
+    from kb_tools.snippets import runner as snippets
+    from kb_tools.snippets import verified
     base, kb, variant = served
     if variant != "shipped":
         kind, title, _, colour = _verified_box(driver, base + f"entries/{sorted(kb.entries)[0]}/")
@@ -918,7 +919,8 @@ def changed_copy(tmp_path_factory):
     snippet edited (double-softmax) and one record dropped (lr-too-low)."""
     import shutil
 
-    from kb_tools import snippets, verified
+    from kb_tools.snippets import runner as snippets
+    from kb_tools.snippets import verified
     tmp = tmp_path_factory.mktemp("verified-copy")
     shutil.copytree(os.path.dirname(FIXTURE_KB), tmp / "copy")
     kb_root = str(tmp / "copy" / "kb")

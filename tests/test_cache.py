@@ -9,8 +9,11 @@ import threading
 
 import pytest
 
-from kb_tools import cache, load, locate, util
-from kb_tools.search import load_index, search
+from kb_tools.core import cache
+from kb_tools.core import load
+from kb_tools.core import locate
+from kb_tools.core import util
+from kb_tools.search.rank import load_index, search
 from kbfactory import make_kb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

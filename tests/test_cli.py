@@ -12,7 +12,7 @@ import pytest
 
 from kbfactory import entry, make_kb, write_entry
 
-from kb_tools.load import load_kb
+from kb_tools.core.load import load_kb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -97,8 +97,8 @@ def test_snippet_pipes_into_python(fixture_kb):
 
 
 def test_snippet_prints_exactly_what_the_test_runs():
-    from kb_tools.load import load_kb
-    from kb_tools.snippets import script_text
+    from kb_tools.core.load import load_kb
+    from kb_tools.snippets.runner import script_text
     entries = list(load_kb(use_cache=False).entries.values())
     assert entries
     for e in entries[:3]:
@@ -183,7 +183,7 @@ def test_a_cached_search_imports_neither_the_cli_nor_the_parser(fixture_kb, tmp_
              f"sys.argv = ['kb', *{args!r}]\n"
              "from kb_tools.fastpath import launch\n"
              "with contextlib.redirect_stdout(io.StringIO()) as out: rc = launch()\n"
-             "banned = ('kb_tools.cli', 'kb_tools.load', 'kb_tools.model', 'argparse', 're', 'json', 'yaml')\n"
+             "banned = ('kb_tools.cli', 'kb_tools.core.load', 'kb_tools.core.model', 'argparse', 're', 'json', 'yaml')\n"
              "bad = [m for m in banned if m in sys.modules]\n"
              "assert rc == 0 and 'alpha-bug' in out.getvalue() and not bad, (rc, bad)\nprint('clean')")
     env = {**os.environ, "KB_CACHE_DIR": str(tmp_path / "cache")}

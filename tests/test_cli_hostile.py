@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from kb_tools import cli, load, locate
+from kb_tools import cli
+from kb_tools.core import load
+from kb_tools.core import locate
 from kbfactory import entry, make_kb, write_entry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,7 +86,7 @@ def test_the_installed_copy_is_never_written(tmp_path, capsys, monkeypatch):
 
 
 def test_bundled_kb_names_only_the_package_data():
-    package = os.path.dirname(load.__file__)
+    from kb_tools import PACKAGE_DIR as package
     assert locate.bundled_kb(os.path.join(package, "_data", "kb"))
     assert not locate.bundled_kb(os.path.join(ROOT, "kb")) and not locate.bundled_kb(package)
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from kb_tools import docs
-from kb_tools.load import load_kb
-from kb_tools.util import KBError
+from kb_tools.core.load import load_kb
+from kb_tools.core.util import KBError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,8 +42,8 @@ def test_check_mode_reports_a_drifted_table_and_write_mode_repairs_it(tmp_path, 
 
 
 def test_every_code_and_field_appears_in_the_generated_docs(kb):
-    from kb_tools.load import ENTRY_FIELDS
-    from kb_tools.model import CODES
+    from kb_tools.core.load import ENTRY_FIELDS
+    from kb_tools.core.model import CODES
     text = "".join(open(os.path.join(ROOT, n), encoding="utf-8").read() for n in docs.DOC_FILES)
     assert [c for c in CODES if f"| `{c}` |" not in text] == []
     assert [f for f in ENTRY_FIELDS if f"| `{f}` |" not in text] == []

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from kb_tools import embed
+from kb_tools.search.embedders import static as embed
 
 np = pytest.importorskip("numpy")
 EMBEDDER = embed.load()
@@ -148,11 +148,11 @@ def test_index_is_rebuilt_when_the_model_is_turned_on_or_off(tmp_path):
     """An index's vectors come from one embedder: naming the model, or no longer naming it, rebuilds it once."""
     import shutil
 
-    from kb_tools import cache
+    from kb_tools.core import cache
     vectors = os.path.join(cache.cache_dir(), f"{MODEL.name}.vectors.marshal")
     if os.path.exists(vectors):  # re-use this machine's embedded lines: the test checks the rebuild, not speed
         shutil.copy(vectors, tmp_path)
-    code = ("from kb_tools.search import load_index\n"
+    code = ("from kb_tools.search.rank import load_index\n"
             "print(load_index().header['dense']['model'])")
     env = {k: v for k, v in os.environ.items() if k != "KB_MODEL_DIR"}
     env["KB_CACHE_DIR"] = str(tmp_path)
@@ -212,7 +212,7 @@ class _CountingEmbedder:
 
 
 def test_index_builds_embed_only_lines_they_have_not_embedded_before(tmp_path, monkeypatch):
-    from kb_tools import search
+    from kb_tools.search import rank as search
     monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("KB_NO_CACHE", raising=False)
     enc = _CountingEmbedder()
@@ -227,7 +227,7 @@ def test_index_builds_embed_only_lines_they_have_not_embedded_before(tmp_path, m
 
 def test_vectors_cached_from_other_files_are_not_reused(tmp_path, monkeypatch):
     """A replaced table (or model) has another fingerprint: its lines are embedded afresh."""
-    from kb_tools import search
+    from kb_tools.search import rank as search
     monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("KB_NO_CACHE", raising=False)
     search._embed_reusing(_CountingEmbedder("files-1"), ["loss is flat"])
@@ -252,8 +252,8 @@ def test_two_tables_of_one_name_each_embed_queries_for_their_own_index(tmp_path)
     table both rank with their own vectors; neither borrows the other's embedder by name."""
     import shutil
 
-    from kb_tools import search
-    from kb_tools.load import load_kb
+    from kb_tools.search import rank as search
+    from kb_tools.core.load import load_kb
     for name in (embed.TOKENS_FILE, embed.ROWS_FILE, embed.SCALES_FILE):
         shutil.copy(os.path.join(embed.DATA_DIR, name), tmp_path)
     scales = tmp_path / embed.SCALES_FILE

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from kb_tools import cli
-from kb_tools.evidence import EvidenceError, EvidenceUsage, add_evidence
-from kb_tools.load import load_kb
-from kb_tools.verify import verify_kb
+from kb_tools.verify.evidence import EvidenceError, EvidenceUsage, add_evidence
+from kb_tools.core.load import load_kb
+from kb_tools.verify.quotes import verify_kb
 
 PAGE = b"""<!doctype html>
 <html><head><meta charset="utf-8"><title>On Training  Loops</title>

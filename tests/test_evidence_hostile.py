@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from kb_tools.evidence import EvidenceError, EvidenceUsage, add_evidence, strip_controls
-from kb_tools.load import load_kb
+from kb_tools.verify.evidence import EvidenceError, EvidenceUsage, add_evidence, strip_controls
+from kb_tools.core.load import load_kb
 from kbfactory import make_kb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,8 +13,8 @@ import os
 import pytest
 import yaml
 
-from kb_tools import snippets
-from kb_tools.load import load_kb
+from kb_tools.snippets import runner as snippets
+from kb_tools.core.load import load_kb
 
 HERE = os.path.join(os.path.dirname(__file__), "fix_removed")
 FILES = sorted(f for f in os.listdir(HERE) if f.endswith(".yaml")) if os.path.isdir(HERE) else []

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from kb_tools import cli
-from kb_tools.lint import RULES, lint_source, rules_for
-from kb_tools.load import load_kb
+from kb_tools.lint.engine import RULES, lint_source, rules_for
+from kb_tools.core.load import load_kb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 with open(os.path.join(ROOT, "tests", "lint", "cases.yaml"), encoding="utf-8") as fh:
@@ -195,8 +195,8 @@ def test_a_script_piped_to_dash_is_linted_as_stdin(scripts):
     r = kb("search", "--from-lint", "-", "--json", stdin=bad.read_bytes())
     assert r.returncode == 0 and [h["id"] for h in json.loads(r.stdout)] == ["optimizer-step-order"]
     # the library (and so the MCP server, whose standard input is its protocol) reads stdin only when asked
-    from kb_tools.lint import lint_paths
-    from kb_tools.util import UsageError
+    from kb_tools.lint.engine import lint_paths
+    from kb_tools.core.util import UsageError
     with pytest.raises(UsageError, match="-: no such file or folder"):
         lint_paths(["-"])
 

@@ -7,8 +7,8 @@ import re
 import pytest
 import yaml
 
-from kb_tools.load import load_kb
-from kb_tools.model import CHECK_CODES as CODES
+from kb_tools.core.load import load_kb
+from kb_tools.core.model import CHECK_CODES as CODES
 from kbfactory import cite, entry, make_kb, write_entry, write_quotes, write_source, write_vocabulary
 
 
@@ -224,7 +224,7 @@ def test_shipped_kb_is_clean():
 
 
 def test_write_atomic_keeps_permissions_and_leaves_no_temp_file(tmp_path):
-    from kb_tools.util import write_atomic
+    from kb_tools.core.util import write_atomic
     path = tmp_path / "quotes.yaml"
     path.write_text("old\n")
     path.chmod(0o640)

@@ -10,7 +10,7 @@ import threading
 import pytest
 import yaml
 
-from kb_tools.load import MAX_FILE_BYTES, load_kb
+from kb_tools.core.load import MAX_FILE_BYTES, load_kb
 from kbfactory import entry, make_kb, write_entry, write_source
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

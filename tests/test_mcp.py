@@ -22,8 +22,10 @@ from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
-from kb_tools import agents, cli, confined  # noqa: E402
-from kb_tools.load import load_kb  # noqa: E402
+from kb_tools import cli  # noqa: E402
+from kb_tools.core import confined  # noqa: E402
+from kb_tools.render import agents
+from kb_tools.core.load import load_kb  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KB_DIR = os.path.join(ROOT, "kb")
@@ -293,7 +295,7 @@ def test_lint_reads_inside_the_roots_the_client_declares_and_nowhere_else(rooted
     (finding,) = call(rooted_server, "lint", path=str(first / "train.py"))["findings"]
     assert finding["code"] == "KBL005"
     assert call(rooted_server, "lint", path=str(first))["findings"] == [finding]
-    for path in (second / "train.py", os.path.join(ROOT, "kb_tools", "lint.py")):  # nor the server's cwd
+    for path in (second / "train.py", os.path.join(ROOT, "kb_tools", "lint", "engine.py")):  # nor the server's cwd
         message = error_of(rooted_server.call_tool("lint", {"path": str(path)}))
         assert message.endswith(f"{path}: outside the folders this server may read: {first.resolve()} "
                                 f"(the roots the client declares)")
@@ -302,7 +304,7 @@ def test_lint_reads_inside_the_roots_the_client_declares_and_nowhere_else(rooted
     assert "outside the folders" in error_of(rooted_server.call_tool("lint", {"path": str(first / "train.py")}))
     declared[:] = []  # a client that declares no roots gets the server's working directory and the KB
     assert "outside the folders" in error_of(rooted_server.call_tool("lint", {"path": str(second / "train.py")}))
-    assert call(rooted_server, "lint", path=os.path.join(ROOT, "kb_tools", "lint.py"))["skipped"] == []
+    assert call(rooted_server, "lint", path=os.path.join(ROOT, "kb_tools", "lint", "engine.py"))["skipped"] == []
 
 
 # every string parameter, its limit, and the other arguments of a call that would otherwise work

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from kb_tools.load import load_kb
-from kb_tools.search import build_index, dense_scores, evaluate, load_queries, rank_fuzzy, search
+from kb_tools.core.load import load_kb
+from kb_tools.search.rank import build_index, dense_scores, evaluate, load_queries, rank_fuzzy, search
 
 KB = load_kb(use_cache=False)
 INDEX = build_index(KB)
@@ -53,7 +53,7 @@ def test_real_words_no_entry_uses_get_guesses_marked_low_confidence():
 
 
 def test_typos_and_run_together_words_are_corrected():
-    from kb_tools.search import correct, spelling_vocab, term_idf
+    from kb_tools.search.rank import correct, spelling_vocab, term_idf
     vocab, idf = spelling_vocab(INDEX), (lambda term: term_idf(INDEX, term))
     assert correct("optimzer", vocab, idf) == ["optimizer"]
     assert correct("graident", vocab, idf) == ["~gradient"]
@@ -92,7 +92,7 @@ def test_vague_query_prefers_first_hour_triage():
                                   "queries:\n  - {query: loss, expect: [[a]]}\n",
                                   b"\xff\xfe not utf-8"])
 def test_bad_queries_file_is_a_kb_error(tmp_path, text):
-    from kb_tools.util import KBError
+    from kb_tools.core.util import KBError
     path = tmp_path / "q.yaml"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(KBError, match="q.yaml"):
@@ -191,7 +191,7 @@ def test_dense_side_alone_finds_real_reports():
 
 def test_real_report_dev_split_with_the_whole_model_stays_above_its_floor():
     """`KB_MODEL_DIR` swaps the static vectors for the whole model: it must rank as well."""
-    from kb_tools import embed
+    from kb_tools.search.embedders import static as embed
     model = embed.load_model(embed.installed_model_dir() or "")
     if model is None:
         if os.environ.get("KB_REQUIRE_MODEL"):

@@ -21,8 +21,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from kb_tools import cli, search, site
-from kb_tools.load import load_kb
+from kb_tools import cli
+from kb_tools.search import rank as search
+from kb_tools.site import build as site
+from kb_tools.core.load import load_kb
 from kbfactory import entry, make_kb, write_entry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,7 +39,8 @@ def write_verified(directory, kb) -> str:
     """A verified-runs record for the fixture KB: overfit-one-batch passed on CPU and a GPU (with
     curves), lr-too-low failed after an earlier pass, double-softmax passed in an earlier version,
     ddp-no-sync-accumulation never ran."""
-    from kb_tools import snippets, verified
+    from kb_tools.snippets import runner as snippets
+    from kb_tools.snippets import verified
 
     def run(eid, outcome, sha=None, day="2026-11-20"):
         return {"outcome": outcome, "date": f"{day}T10:00:00Z", "torch": "2.13.0+cpu", "python": "3.11.7",
@@ -684,7 +687,7 @@ def test_fixture_entry_links_its_look_alike_and_shows_the_fix_pair(fixture_site)
 
 
 def test_shipped_pages_link_every_mention_of_another_entry(shipped_site):
-    from kb_tools.util import PROSE_FIELDS, prose_words
+    from kb_tools.core.util import PROSE_FIELDS, prose_words
     report, kb = shipped_site
     names = {n: e.id for e in kb.entries.values() for n in (e.id, *e.aliases)}
     total = 0
@@ -840,7 +843,7 @@ def test_symptom_index_groups_by_sign_then_area_and_links_each_symptom(fixture_s
 
 
 def test_entries_table_follows_the_triage_path_then_the_areas(fixture_site):
-    from kb_tools import model
+    from kb_tools.core import model
     out, kb = fixture_site
     rows = content(page(out, "entries/")).find_all("table")[0].find_all("tr")[1:]
     ids = [urllib.parse.urljoin("/entries/", r.find_all("a")[0].attrs["href"]) for r in rows]
@@ -855,7 +858,7 @@ def test_entries_table_follows_the_triage_path_then_the_areas(fixture_site):
 
 
 def test_nav_lists_entries_by_id_with_triage_in_checklist_order():
-    from kb_tools import model
+    from kb_tools.core import model
     kb = load_kb(os.path.join(REPO, "kb"), use_cache=False)
     entries = next(item["Entries"] for item in site.nav(kb) if "Entries" in item)
     triage = next(section["Triage"] for section in entries if isinstance(section, dict) and "Triage" in section)

@@ -85,7 +85,7 @@ def test_serve_prints_its_url(tmp_path):
 
 
 def test_build_never_writes_into_the_installed_package(tmp_path, capsys, monkeypatch):
-    from kb_tools import locate
+    from kb_tools.core import locate
     kb_dir = make_kb(tmp_path)
     monkeypatch.setattr(locate, "bundled_kb", lambda path: True)
     code = cli.main(["--kb", str(kb_dir), "build", "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w")])
@@ -95,7 +95,7 @@ def test_build_never_writes_into_the_installed_package(tmp_path, capsys, monkeyp
 
 
 def test_project_root_prefers_the_checkout_being_worked_in(tmp_path, monkeypatch):
-    from kb_tools import site
+    from kb_tools.site import build as site
     (tmp_path / "site_templates").mkdir()
     (tmp_path / "mkdocs.yml").write_text("site_name: x\n")
     (tmp_path / "sub").mkdir()
@@ -110,7 +110,7 @@ def site_files(out):
 def test_an_interrupted_build_leaves_the_previous_site_whole(tmp_path, capsys, monkeypatch):
     """Ctrl-C during a build: the site is built aside and swapped in at the end, so the one
     already there stays, every file of it, and nothing of the build is left behind."""
-    from kb_tools import site
+    from kb_tools.site import build as site
     kb_dir = make_kb(tmp_path / "k")
     out, work = tmp_path / "out", tmp_path / "work"
     argv = ["--kb", str(kb_dir), "build", "--out", str(out), "--work", str(work)]

@@ -14,8 +14,9 @@ import subprocess
 
 import pytest
 
-from kb_tools import search, site_search
-from kb_tools.load import load_kb
+from kb_tools.search import rank as search
+from kb_tools.site import search_export as site_search
+from kb_tools.core.load import load_kb
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from kb_tools import snippets
-from kb_tools.load import load_kb
+from kb_tools.snippets import runner as snippets
+from kb_tools.core.load import load_kb
 from kbfactory import entry, make_kb
 
 PRINTS_58 = "import torch\nprint('figure dead_units: 58%')\nprint('58% of units dead')\n"

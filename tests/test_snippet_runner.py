@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 import textwrap
 
-from kb_tools import snippets
-from kb_tools.load import load_kb
+from kb_tools.snippets import runner as snippets
+from kb_tools.core.load import load_kb
 from kbfactory import entry, make_kb
 
 FAILING = textwrap.dedent("""\

@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from kb_tools import snippets
-from kb_tools.load import load_kb
+from kb_tools.snippets import runner as snippets
+from kb_tools.core.load import load_kb
 from kbfactory import entry, make_kb
 
 pytestmark = pytest.mark.skipif(not snippets.fork_server_usable(), reason="the fork server is Linux-only")

@@ -9,8 +9,9 @@ import platform
 
 import pytest
 
-from kb_tools import snippets, verified
-from kb_tools.load import load_kb
+from kb_tools.snippets import runner as snippets
+from kb_tools.snippets import verified
+from kb_tools.core.load import load_kb
 
 
 class SnippetFailed(Exception):

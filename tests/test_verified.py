@@ -15,8 +15,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from kb_tools import cli, site, snippets, verified
-from kb_tools.load import load_kb
+from kb_tools import cli
+from kb_tools.site import build as site
+from kb_tools.snippets import runner as snippets
+from kb_tools.snippets import verified
+from kb_tools.core.load import load_kb
 from kbfactory import entry, make_kb, write_entry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -184,7 +187,7 @@ def test_the_suite_under_two_workers_records_every_run(tmp_path):
 def test_a_snippet_test_run_leaves_the_checkout_as_it_was(tmp_path):
     """The real KB's snippet test records into build/verified (ignored by git), not kb/verified:
     `git status --porcelain` is the same before and after, and the record is where it says."""
-    from conftest import CHECKOUT, git_status
+    from treeguard import CHECKOUT, git_status
     before = git_status()
     if before is None:
         pytest.skip("not a git checkout")
@@ -213,7 +216,8 @@ def test_the_suite_fails_when_a_test_changes_the_checkout(tmp_path):
     import shutil
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
-    shutil.copy(os.path.join(HERE, "conftest.py"), repo / "tests" / "conftest.py")
+    for name in ("conftest.py", "treeguard.py"):
+        shutil.copy(os.path.join(HERE, name), repo / "tests" / name)
     (repo / "data.txt").write_text("tracked\n")
     (repo / "tests" / "test_probe.py").write_text(
         "import os\n"

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from kb_tools import cli
-from kb_tools.load import load_kb
-from kb_tools.verify import PackageTexts, normalise, quote_parts, verify_kb
+from kb_tools.core.load import load_kb
+from kb_tools.verify.quotes import PackageTexts, normalise, quote_parts, verify_kb
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "verify")
 
@@ -336,7 +336,7 @@ def test_a_quote_is_attributed_to_the_author_of_its_source_text(tmp_path, qid, s
 
 
 def _record_hash(path):
-    from kb_tools.load import body_sha256
+    from kb_tools.core.load import body_sha256
     data = path.read_bytes()
     body_line = data.split(b"\n").index(b"---", 1) + 2
     path.write_bytes(data.replace(b"coverage: excerpt\n", b"coverage: excerpt\nsha256: "

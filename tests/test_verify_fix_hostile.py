@@ -2,7 +2,9 @@
 byte for byte, and never writes YAML that does not load back as the same quotes."""
 from __future__ import annotations
 
-from kb_tools import cli, load, util
+from kb_tools import cli
+from kb_tools.core import load
+from kb_tools.core import util
 from test_verify import QUOTE_FILE, make_kb
 
 
@@ -47,7 +49,7 @@ def test_fix_lines_in_a_folder_that_cannot_be_written(tmp_path, capsys, monkeypa
 
 
 def test_an_edit_is_written_only_if_it_loads_back_with_nothing_but_lines_changed():
-    from kb_tools.verify import _same_but_lines
+    from kb_tools.verify.quotes import _same_but_lines
     _, loader = load.yaml_line_loader()
     fixed = QUOTE_FILE.replace("lines: [40, 41]     # stale", "lines: [12, 12]     # stale")
     assert _same_but_lines(QUOTE_FILE, fixed, {"flow": (12, 12)}, loader)

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from kb_tools.load import body_offset, load_kb
-from kb_tools.model import Quote
-from kb_tools.verify import _ELISION, _ENDS_ELIDED, Context, PackageTexts, check_quote, check_source, verify_kb
+from kb_tools.core.load import body_offset, load_kb
+from kb_tools.core.model import Quote
+from kb_tools.verify.quotes import _ELISION, _ENDS_ELIDED, Context, PackageTexts, check_quote, check_source, verify_kb
 
 WORD = re.compile(r"\w+(?:['./\-]\w+)*")
 # a word that is in no shipped source, so a swap or insertion always changes the text

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-from . import cache
-from .locate import (EVIDENCE_FILES, SYNONYMS_FILE, TAGS_FILE, YAML_FILES, evidence_dir, find_kb_root, kb_signature,
+from kb_tools.core import cache
+from kb_tools.core.locate import (EVIDENCE_FILES, SYNONYMS_FILE, TAGS_FILE, YAML_FILES, evidence_dir, find_kb_root, kb_signature,
                      scan_files)
-from .model import AREAS, KB, LAUNCHERS, SITE_PAGES, SNIPPET_KINDS, SOURCE_KINDS, Entry, Problem, Quote, Source
-from .util import PROSE_FIELDS, dead_mentions, did_you_mean, is_hex, is_kebab_id, read_regular
+from kb_tools.core.model import AREAS, KB, LAUNCHERS, SITE_PAGES, SNIPPET_KINDS, SOURCE_KINDS, Entry, Problem, Quote, Source
+from kb_tools.core.util import PROSE_FIELDS, dead_mentions, did_you_mean, is_hex, is_kebab_id, read_regular
 
 # Size caps: a KB file, one text field, one list item (a symptom, a tag), a snippet.
 MAX_FILE_BYTES = 4 << 20

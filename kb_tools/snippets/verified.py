@@ -21,7 +21,7 @@ import json
 import math
 import os
 
-from .util import KBError, is_hex, write_atomic
+from kb_tools.core.util import KBError, is_hex, write_atomic
 
 DIR_NAME = "verified"
 RESULTS_FILE = "results.json"

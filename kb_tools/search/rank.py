@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import sys
 
-from .util import UsageError
+from kb_tools.core.util import UsageError
 
 MAX_QUERY_CHARS = 10_000
 MAX_CORRECTED_WORD = 48    # longer words are not typos: their one-edit variants alone would cost seconds
@@ -71,7 +71,7 @@ _SPECIAL = frozenset(("+inf", "-inf", "1/n", "-100"))  # meaningful as written: 
 def _space_ideographs(text: str) -> str:
     """Each CJK ideograph as a word of its own, as BERT splits them: Chinese has no spaces, and
     the synonym groups name Chinese terms as sequences of characters."""
-    from .embed import is_cjk
+    from kb_tools.search.embedders.static import is_cjk
     return "".join(f" {ch} " if is_cjk(ord(ch)) else ch for ch in text)
 
 
@@ -250,7 +250,7 @@ def _embed_reusing(embedder, texts: list):
 
     import numpy as np
 
-    from . import cache
+    from kb_tools.core import cache
     path = os.path.join(cache.cache_dir(), f"{embedder.name}.vectors.marshal")
     key = (embedder.name, embedder.dim, embedder.fingerprint)
     known = (cache.read_value(path, key) or {}) if cache.enabled() else {}
@@ -271,7 +271,7 @@ def _embed_reusing(embedder, texts: list):
 def build_index(kb, embedder=None, dense: bool = True):
     """The search index of an already loaded KB, in memory (for tests and evaluation); its entry
     vectors come from `embedder`, by default the one `kb search` would use (none with `dense` off)."""
-    from .cache import Table
+    from kb_tools.core.cache import Table
     return Table(*index_parts(kb, embedder, dense))
 
 
@@ -283,7 +283,7 @@ def load_index(kb_root: str | None = None, dense: bool = True):
     installed or removed since) is rebuilt once by a dense search; the lexical
     path never checks.
     """
-    from .cache import cached_table
+    from kb_tools.core.cache import cached_table
     if not dense:
         return cached_table(kb_root, "search-index", INDEX_VERSION, index_parts)
 
@@ -306,7 +306,7 @@ def _embedder(name: str | None = None):
     None when neither loads (the ranking is then lexical). A query is embedded by whichever
     made the index."""
     if name not in _EMBEDDERS:
-        from . import embed
+        from kb_tools.search.embedders import static as embed
         preferred = _EMBEDDERS.get(None)
         if name is None:
             model = embed.load_model() if embed.model_dir() else None
@@ -510,7 +510,7 @@ def lexical_scores(index, q: dict, allowed: set | None = None) -> tuple:
 
 def _has_known_word(query: str, embedder) -> bool:
     """Whether the query holds a word the embedding model knows whole (not a stop word, not shards of one)."""
-    from .embed import basic_words
+    from kb_tools.search.embedders.static import basic_words
     vocab = embedder.vocab
     return any(len(w) > 2 and w in vocab and _stem(w) not in STOP_STEMS for w in basic_words(query))
 
@@ -613,7 +613,7 @@ def search(index, query: str, limit: int = 10, area: str | None = None, tag: str
         head = index.header
         known = {t for tags in head["tags"] for t in tags}
         if tag is not None and tag not in known:  # a typo or a retired tag, like --area's invalid choice
-            from .util import did_you_mean
+            from kb_tools.core.util import did_you_mean
             raise QueryError(f"unknown tag '{tag}'{did_you_mean(tag, known)}: the tags are listed in kb/tags.yaml")
         allowed = {i for i, (a, tags) in enumerate(zip(head["areas"], head["tags"]))
                    if (area is None or a == area) and (tag is None or tag in tags)}
@@ -665,7 +665,7 @@ def rank_fuzzy(entries, query: str, limit: int = 10) -> list:
 def load_queries(path: str) -> list:
     """Labelled queries: a list of {query, expect: [ids, best first], kind}."""
     import yaml
-    from .util import KBError
+    from kb_tools.core.util import KBError
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)

@@ -15,7 +15,8 @@ import subprocess
 import sys
 from urllib.parse import unquote, urlparse
 
-from .util import KBError
+from kb_tools import PACKAGE_DIR
+from kb_tools.core.util import KBError
 
 # A training script takes well under a second (a 1.4 MB module of torch's own, 3 s), but lint.py's
 # rules are quadratic in the loops of a scope: 1 MB of small loops would take minutes.
@@ -59,7 +60,7 @@ def read_script(shown: str, real: str) -> str:
     """The UTF-8 text of the regular file `real` (`shown` names it in messages). It is opened without
     blocking and without following a link, and checked again once open, so a FIFO, device or link put
     in its place after the checks is refused, never waited on."""
-    from .lint import MAX_SOURCE_BYTES
+    from kb_tools.lint.engine import MAX_SOURCE_BYTES
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(real, flags)
@@ -80,7 +81,7 @@ def read_script(shown: str, real: str) -> str:
 def lint_text(text: str, shown: str) -> list:
     """`kb lint`'s findings in one script, as dicts, in this process; a script that does not parse
     is a KBError."""
-    from .lint import lint_source
+    from kb_tools.lint.engine import lint_source
     try:
         return [f.to_dict() for f in lint_source(text, shown)]
     except SyntaxError as exc:
@@ -94,7 +95,7 @@ def confined_files(path: str, roots: list, whose: str) -> tuple:
     where those come from, in the message). A named path outside them, or neither a regular file
     nor a folder, is refused; a file found under a folder that resolves outside them (a symlink) or
     is not a regular file is skipped and listed as {"path", "reason"}."""
-    from .lint import python_files
+    from kb_tools.lint.engine import python_files
     if "\0" in path:
         raise KBError("`path` holds a NUL character")
     real = os.path.realpath(path)
@@ -118,13 +119,13 @@ def confined_files(path: str, roots: list, whose: str) -> tuple:
     return files, skipped
 
 
-_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from kb_tools.confined import _child; _child()"
+_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from kb_tools.core.confined import _child; _child()"
 
 
 def lint_in_child(jobs: list, seconds: float = LINT_SECONDS) -> list:
     """The findings (dicts) for `jobs`, each {"path": shown, "code": text} or {"path": shown, "file":
     real}, analysed in a child process that is killed after `seconds`; its error is a KBError."""
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package_parent = os.path.dirname(PACKAGE_DIR)
     try:
         proc = subprocess.run([sys.executable, "-E", "-S", "-c", _CHILD, package_parent],
                               input=json.dumps(jobs).encode(), capture_output=True, timeout=seconds)

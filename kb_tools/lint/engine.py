@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass
 
-from .util import UsageError, read_regular
+from kb_tools.core.util import UsageError, read_regular
 
 # code -> (name, entry id, message). The entry explains the cause, the fix and how to check.
 RULES = {

@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .util import KBError
+from kb_tools import PACKAGE_DIR
+from kb_tools.core.util import KBError
 
 CACHE_FORMAT = 11  # of the parsed-KB cache; part of the signature, so a new layout (or a new rule) rebuilds
 
@@ -35,7 +36,7 @@ def find_kb_root(explicit: str | None = None) -> str:
             return candidate
         parent = os.path.dirname(here)
         here = parent if parent != here else None
-    package = os.path.dirname(os.path.abspath(__file__))
+    package = PACKAGE_DIR
     for candidate in (os.path.join(os.path.dirname(package), "kb"), os.path.join(package, "_data", "kb")):
         if os.path.isdir(os.path.join(candidate, "entries")):
             return candidate
@@ -44,7 +45,7 @@ def find_kb_root(explicit: str | None = None) -> str:
 
 def bundled_kb(path: str) -> bool:
     """Whether `path` lies inside the data bundled with an installed package (never written)."""
-    data = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_data"))
+    data = os.path.realpath(os.path.join(PACKAGE_DIR, "_data"))
     real = os.path.realpath(path)
     return real == data or real.startswith(data + os.sep)
 

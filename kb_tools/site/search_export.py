@@ -15,7 +15,7 @@ whole MiniLM model (90 MB of weights), so the exported entry vectors come from t
     search/static-minilm.*  the packaged token table (kb_tools/embeddings), fetched by
                             the browser on the first search only
 
-The JavaScript holds no ranking constant of its own: whatever kb_tools/search.py
+The JavaScript holds no ranking constant of its own: whatever kb_tools/search/rank.py
 says at build time is what the site uses. When the entry vectors or the token
 table are missing, the index says so (`dense: null`) and the site ranks by words
 only, as `kb search` does.
@@ -36,7 +36,8 @@ import json
 import os
 import sys
 
-from . import embed, search
+from kb_tools.search.embedders import static as embed
+from kb_tools.search import rank as search
 
 INDEX_FILE = "search/kb-index.json"
 SCRIPT, STYLE = "kb-search.js", "kb-search.css"  # in site_templates/, copied to search/

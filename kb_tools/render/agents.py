@@ -7,8 +7,8 @@ no HTML, no navigation, the fields in the order a debugger needs them.
 """
 from __future__ import annotations
 
-from .model import AREAS, TRIAGE_PATH
-from .util import KBError, UsageError
+from kb_tools.core.model import AREAS, TRIAGE_PATH
+from kb_tools.core.util import KBError, UsageError
 
 CHARS_PER_TOKEN = 4  # a budget is kept by this estimate: English prose and code run 3.5-4.5 characters a token
 # A text to check against a source: the KB's longest quote has 511 characters and 3 parts; these bounds
@@ -27,7 +27,7 @@ def entry_json(entry) -> dict:
     """An entry as `kb show --json` prints it (and the MCP `show` tool returns it)."""
     shown = {k: v for k, v in entry.to_dict().items() if k not in ("lines", "snippet_line")}
     shown["evidence"] = [{"quote": c["quote"], "supports": c["supports"]} for c in entry.evidence]
-    from .lint import rules_for
+    from kb_tools.lint.engine import rules_for
     shown["lint_rules"] = [{"code": code, "name": name} for code, name in rules_for(entry.id)]
     return shown
 
@@ -41,7 +41,7 @@ def snippet_json(entry) -> dict:
 
 def resolve(kb, name: str):
     """The entry named by id or alias; a KBError with a suggestion otherwise."""
-    from .util import did_you_mean
+    from kb_tools.core.util import did_you_mean
     entry = kb.resolve(name) if isinstance(name, str) else None
     if entry is None:
         raise KBError(f"unknown entry '{name}'{did_you_mean(str(name), list(kb.entries) + list(kb.aliases))}")
@@ -51,8 +51,8 @@ def resolve(kb, name: str):
 def verify_text(kb, text: str, source: str, lines=None, object_path: str | None = None) -> dict:
     """Whether `text` is verbatim in cached source `source` (at `lines` when given, or in the
     docstring of `object_path` for a package source): what `kb verify` says of such a quote."""
-    from .model import Quote
-    from .verify import Context, check_quote, split_quote
+    from kb_tools.core.model import Quote
+    from kb_tools.verify.quotes import Context, check_quote, split_quote
     if not isinstance(text, str) or not text.strip():
         raise KBError("verify_quote: `text` must be the words to check")
     if len(text) > MAX_QUOTE_CHARS:
@@ -120,8 +120,8 @@ def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str |
     mid-sentence, except the first, which is shortened so that an answer always comes back.
     A long-running caller (the MCP server) passes the `index` and `kb` it loaded once.
     """
-    from .load import load_kb
-    from .search import load_index, search
+    from kb_tools.core.load import load_kb
+    from kb_tools.search.rank import load_index, search
     if budget < 100:
         raise UsageError("--budget must be at least 100 tokens")
     hits = search(index if index is not None else load_index(kb_root), query, limit=limit, area=area)
@@ -221,7 +221,7 @@ def export_skill(kb, directory: str) -> str:
     """Write DIR/SKILL.md (atomically); returns its path."""
     import os
 
-    from .util import write_atomic
+    from kb_tools.core.util import write_atomic
     try:
         os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, "SKILL.md")

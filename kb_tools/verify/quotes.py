@@ -22,7 +22,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 
-from .model import KIND_CODES, VERIFY_CODES, format_diagnostic
+from kb_tools.core.model import KIND_CODES, VERIFY_CODES, format_diagnostic
 
 MIN_WORDS = 6  # fewer words than this is too short to mean anything, unless `short: true`
 MAX_EDITORIAL = 3  # source words an editorial insertion like `[the scheduler]` may stand in for
@@ -343,7 +343,7 @@ class PackageTexts:
             return
         import json
 
-        from .util import write_atomic
+        from kb_tools.core.util import write_atomic
         for package in self._dirty:
             try:
                 os.makedirs(self.cache_dir, exist_ok=True)
@@ -489,7 +489,7 @@ class Context:
 
 def _cache_dir(kb_root: str) -> str | None:
     """Where package texts are cached: the loader's cache directory (KB_NO_CACHE: nowhere)."""
-    from . import cache
+    from kb_tools.core import cache
     return cache.cache_dir() if cache.enabled() else None
 
 
@@ -609,7 +609,7 @@ def check_quote(quote, ctx: Context):
 
     source = kb.sources.get(quote.source) if isinstance(quote.source, str) else None
     if source is None:
-        from .util import did_you_mean
+        from kb_tools.core.util import did_you_mean
         hint = did_you_mean(str(quote.source), kb.sources)
         return defect("unknown-source", f"no cached source '{quote.source}' (evidence/{quote.source}.md "
                                         f"does not exist){hint}")
@@ -737,7 +737,7 @@ def check_source(source, ctx: Context):
         return None  # its quotes report the unreadable file
     import hashlib
 
-    from .load import body_offset
+    from kb_tools.core.load import body_offset
     start = body_offset(data, source.body_line)
     actual = hashlib.sha256(data[start:]).hexdigest()
     if actual == source.sha256:
@@ -817,8 +817,8 @@ def fix_lines(kb, report: Report, refused: list | None = None) -> list:
     """
     import yaml
 
-    from .load import read_kb_text, yaml_line_loader
-    from .util import write_atomic
+    from kb_tools.core.load import read_kb_text, yaml_line_loader
+    from kb_tools.core.util import write_atomic
     _, loader = yaml_line_loader()
     refused = [] if refused is None else refused
     base = os.path.dirname(kb.root)

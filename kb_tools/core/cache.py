@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from .locate import find_kb_root, kb_signature
-from .util import read_regular, write_atomic
+from kb_tools.core.locate import find_kb_root, kb_signature
+from kb_tools.core.util import read_regular, write_atomic
 
 
 def cache_dir() -> str:
@@ -241,13 +241,13 @@ def cached_table(kb_root: str | None, name: str, version: int, build, stale=None
     """
     root = find_kb_root(kb_root)
     if not enabled():
-        from .load import load_kb
+        from kb_tools.core.load import load_kb
         return Table(*build(load_kb(root, use_cache=False)))
     key = table_key(version, kb_signature(root))
     path = path_for(root, name)
     table = open_table(path, key)
     if table is None or (stale is not None and stale(table.header)):
-        from .load import load_kb  # only on a miss: a cached search never imports the parser
+        from kb_tools.core.load import load_kb  # only on a miss: a cached search never imports the parser
         header, records = build(load_kb(root))
         write_table(path, key, header, records)
         table = Table(header, records)

@@ -7,7 +7,7 @@ random generators seeded afresh as a new process seeds them, the thread count th
 What it no longer pays is torch's start-up (about 2 s) and the first optimizer step's import
 of `torch._dynamo` (about 1 s), which were most of a small snippet's time.
 
-Run as `python -m kb_tools.snippet_server` by kb_tools.snippets, which talks to it over the
+Run as `python -m kb_tools.snippets.server` by kb_tools.snippets.runner, which talks to it over the
 server's stdin and a private copy of its stdout, one JSON object per line each way:
 
     request  {"script", "cwd", "stdout", "stderr", "keep": [names], "kept_path", "cpu_limit", "wall_limit"}

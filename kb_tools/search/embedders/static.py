@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 import unicodedata
 
-DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "embeddings")
+from kb_tools import PACKAGE_DIR
+
+DATA_DIR = os.path.join(PACKAGE_DIR, "embeddings")
 TOKENS_FILE = "static-minilm.tokens"
 ROWS_FILE = "static-minilm.int8"           # raw int8, one row of DIM values per token
 SCALES_FILE = "static-minilm.scale.f32"    # raw float32 (native order, little-endian), each row's factor

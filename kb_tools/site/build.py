@@ -30,10 +30,10 @@ import re
 import time
 from dataclasses import asdict, dataclass
 
-from .model import AREAS, TRIAGE_PATH
-from .util import KBError, prose_words, write_atomic
+from kb_tools import PACKAGE_DIR
+from kb_tools.core.model import AREAS, TRIAGE_PATH
+from kb_tools.core.util import KBError, prose_words, write_atomic
 
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 WORK_MARKER = ".kb-site-work"
 SITE_MARKER = ".kb-site"
 BUILD_LOCK = ".kb-build.lock"  # in the work folder, held by the build that is using it
@@ -236,7 +236,7 @@ def _finalize(value):
 def load_results(path: str | None):
     """The verified snippet runs (kb/verified/results.json), or None when there is none;
     a malformed file is a SiteError naming file and field."""
-    from . import verified
+    from kb_tools.snippets import verified
     try:
         runs = verified.load_results(path)
     except verified.VerifiedError as exc:
@@ -372,22 +372,23 @@ class _Context:
         return f"L{first}" if first else ""
 
     def snippet_status(self, entry) -> dict:
-        """What the page says about the snippet's last recorded runs (kb_tools/verified.py)."""
-        from . import verified
+        """What the page says about the snippet's last recorded runs (kb_tools/snippets/verified.py)."""
+        from kb_tools.snippets import verified
         runs = self.results["runs"] if self.results else None
         return verified.status(entry.id, self.snippet_sha(entry), runs)
 
     def snippet_sha(self, entry) -> str:
         """The sha256 of the snippet text as it runs, once per entry: runs and curves are both keyed by it."""
         if entry.id not in self._shas:
-            from . import snippets, verified
+            from kb_tools.snippets import runner as snippets
+            from kb_tools.snippets import verified
             self._shas[entry.id] = verified.snippet_sha256(snippets.script_text(entry))
         return self._shas[entry.id]
 
     def loss_curves(self, entry):
         """The inline SVG of the bug's and the fix's losses, when the last passing run of this
         very snippet text recorded them; else empty."""
-        from . import verified
+        from kb_tools.snippets import verified
         if not self.results:
             return ""
         try:
@@ -444,7 +445,7 @@ def render_pages(kb, results=None, templates: str | None = None, deploy: dict | 
         raise SiteError(f"{templates}: no site templates here")
     import jinja2
 
-    from .lint import rules_for
+    from kb_tools.lint.engine import rules_for
     env = _environment(templates)
     ctx = _Context(kb, results)
     common = {"kb": kb, "ctx": ctx, "areas": AREAS, "area_info": AREA_INFO}
@@ -486,7 +487,7 @@ def render_pages(kb, results=None, templates: str | None = None, deploy: dict | 
         with open(os.path.join(templates, name), encoding="utf-8") as fh:
             pages[f"javascripts/{name}"] = fh.read()
     pages[NAMES_FILE] = names_table(kb)
-    from .site_search import files as search_files  # the search index, its JS, the token table (bytes)
+    from kb_tools.site.search_export import files as search_files  # the search index, its JS, the token table (bytes)
     pages.update(search_files(kb, templates))
     return pages
 
@@ -658,7 +659,7 @@ def _outside_kb(kb, directory: str, what: str) -> None:
     """Refuse a work or output folder inside the KB or its evidence: mkdocs.yml and pages
     written there would become part of the KB (or be read as entries); and one inside
     an installed package."""
-    from .locate import bundled_kb, evidence_dir
+    from kb_tools.core.locate import bundled_kb, evidence_dir
     if bundled_kb(directory):
         raise SiteError(f"{directory}: inside the installed package; run kb build from a checkout "
                         f"or pass --out and --work")
@@ -782,7 +783,7 @@ def default_out_dir() -> str:
 def default_results(kb) -> str:
     """kb/verified/results.json of the KB (committed; the snippet test run writes it). For the
     copy of the shipped KB bundled in the package, the one in the project checkout if any."""
-    from . import verified
+    from kb_tools.snippets import verified
     root = kb.root
     if os.path.dirname(root) == os.path.join(PACKAGE_DIR, "_data"):
         try:
@@ -949,7 +950,7 @@ def _lock(work_dir: str):
 def write_agent_files(kb, out_dir: str) -> None:
     """llms.txt at the site root and a plain-Markdown copy of every entry under md/, for agents
     (written after mkdocs, which would otherwise render the .md files as pages)."""
-    from .agents import entry_markdown, llms_txt
+    from kb_tools.render.agents import entry_markdown, llms_txt
     os.makedirs(os.path.join(out_dir, "md"), exist_ok=True)
     for entry in kb.entries.values():
         write_atomic(os.path.join(out_dir, "md", f"{entry.id}.md"), entry_markdown(entry))
@@ -967,7 +968,7 @@ def _unwritable(exc: OSError, building: str | None = None, out: str | None = Non
 
 def _watched(kb_root: str, templates: str, results_path: str) -> tuple:
     """Changes when the KB, its evidence, a template or the snippet results change."""
-    from .locate import kb_signature, scan_files, stat_key
+    from kb_tools.core.locate import kb_signature, scan_files, stat_key
     return (kb_signature(kb_root),
             tuple(stat_key(p) for p in scan_files(templates, (".j2", ".css", ".js", ".html")) + [results_path]))
 
@@ -978,7 +979,7 @@ def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | No
     templates or the snippet results change; mkdocs reloads the browser."""
     import threading
 
-    from .load import load_kb
+    from kb_tools.core.load import load_kb
 
     templates = templates or os.path.join(project_root(), "site_templates")
     work_dir = os.path.abspath(work_dir or default_work_dir())

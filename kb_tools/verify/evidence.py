@@ -17,7 +17,7 @@ import hashlib
 import os
 import re
 
-from .util import KBError, UsageError, did_you_mean, is_kebab_id, write_atomic
+from kb_tools.core.util import KBError, UsageError, did_you_mean, is_kebab_id, write_atomic
 
 MAX_BYTES = 5_000_000
 TIMEOUT = 20.0
@@ -424,7 +424,7 @@ def rehash_sources(kb, ids=None) -> list:
     the body down a line). Returns (path, old, new, added) per source whose record changed.
     """
     base = os.path.dirname(kb.root)
-    from .load import body_sha256
+    from kb_tools.core.load import body_sha256
     unknown = [i for i in (ids or ()) if i not in kb.sources]
     if unknown:
         raise EvidenceUsage(f"unknown source '{unknown[0]}'{did_you_mean(unknown[0], kb.sources)}")

@@ -19,7 +19,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .util import PROSE_FIELDS
+from kb_tools import PACKAGE_DIR
+from kb_tools.core.util import PROSE_FIELDS
 
 DEVICES = ("cpu", "cuda")
 FIGURE_LINE = re.compile(r"^figure ([a-z][a-z0-9_]*): (.+?)\s*$")
@@ -256,14 +257,14 @@ class ForkServerError(RuntimeError):
 
 
 class ForkServer:
-    """One `python -m kb_tools.snippet_server` for one environment, started on first use."""
+    """One `python -m kb_tools.snippets.server` for one environment, started on first use."""
 
     def __init__(self, env: dict):
         self.env = env
         self.log = tempfile.TemporaryFile(mode="w+", prefix="kb-fork-server-")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kb_tools.snippet_server"], env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "kb_tools.snippets.server"], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                                     text=True, cwd=os.path.dirname(PACKAGE_DIR))
         self._reply()  # {"ready": true}: torch is imported and warm
 
     def _reply(self) -> dict:

@@ -1,0 +1,1 @@
+"""`kb lint`: the KB's mistakes found in a training script by reading its code."""

@@ -1,0 +1,1 @@
+"""The dense side's sentence embedders: one module per embedder."""

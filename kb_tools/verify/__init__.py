@@ -1,0 +1,1 @@
+"""`kb verify` and `kb evidence`: quotes checked against their cached sources, and sources cached with provenance."""
