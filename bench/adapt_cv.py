@@ -30,7 +30,9 @@ sys.path.insert(0, ROOT)
 
 from kb_tools.search.embedders import static as embed  # noqa: E402
 from kb_tools.core.load import load_kb  # noqa: E402
-from kb_tools.search.rank import build_index, load_queries, rank  # noqa: E402
+from kb_tools.search.index import build_index  # noqa: E402
+from kb_tools.search.evaluate import load_queries  # noqa: E402
+from kb_tools.search.rank import rank  # noqa: E402
 from search_quality import DEPTHS, depth_shares, metrics, reciprocal_ranks  # noqa: E402  (bench/ is on the path: this file's folder)
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))

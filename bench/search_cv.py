@@ -19,7 +19,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools.search import rank as search  # noqa: E402
+from kb_tools.search import embedders  # noqa: E402
+from kb_tools.search import evaluate as search_evaluate  # noqa: E402
+from kb_tools.search import index as search_index  # noqa: E402
+from kb_tools.search import rank as search_rank  # noqa: E402
 from kb_tools.core.load import load_kb  # noqa: E402
 
 GRID = {"LINE_BONUS": (3.0, 6.0, 10.0), "LEXICAL_SHARE": (0.3, 0.4, 0.5, 0.6, 0.7), "DENSE_BASELINE_RANK": (5, 10, 20, 40)}
@@ -29,24 +32,24 @@ FOLDS = 5
 def reciprocal_ranks(index, queries) -> list:
     out = []
     for q in queries:
-        ids = [h.id for h in search.rank(index, q["query"], 10)]
+        ids = [h.id for h in search_rank.rank(index, q["query"], 10)]
         out.append(next((1 / n for n, eid in enumerate(ids, 1) if eid in q["expect"]), 0.0))
     return out
 
 
 def main() -> int:
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "real_reports", "dev.yaml")
-    queries = search.load_queries(path)
-    index = search.build_index(load_kb(os.path.join(ROOT, "kb")))
-    embedder = search._embedder()
+    queries = search_evaluate.load_queries(path)
+    index = search_index.build_index(load_kb(os.path.join(ROOT, "kb")))
+    embedder = embedders.load()
     if embedder is not None:  # a query's vector does not depend on the grid: embed each query once
         embedder.encode_query = functools.lru_cache(maxsize=None)(embedder.encode_query)
-    current = tuple(getattr(search, name) for name in GRID)
+    current = tuple(getattr(search_rank, name) for name in GRID)
     settings = sorted(set(itertools.product(*GRID.values())) | {current})
     rr = {}
     for n, values in enumerate(settings, 1):
         for name, value in zip(GRID, values):
-            setattr(search, name, value)
+            setattr(search_rank, name, value)
         rr[values] = reciprocal_ranks(index, queries)
         print(f"\r{n}/{len(settings)} settings", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)

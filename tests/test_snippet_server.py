@@ -2,7 +2,6 @@
 the same output, exit status, traceback, random state, threads and folder as a fresh interpreter."""
 from __future__ import annotations
 
-import os
 import signal
 import textwrap
 

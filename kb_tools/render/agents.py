@@ -121,7 +121,8 @@ def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str |
     A long-running caller (the MCP server) passes the `index` and `kb` it loaded once.
     """
     from kb_tools.core.load import load_kb
-    from kb_tools.search.rank import load_index, search
+    from kb_tools.search.index import load_index
+    from kb_tools.search.rank import search
     if budget < 100:
         raise UsageError("--budget must be at least 100 tokens")
     hits = search(index if index is not None else load_index(kb_root), query, limit=limit, area=area)

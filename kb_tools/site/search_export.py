@@ -5,7 +5,7 @@ whole MiniLM model (90 MB of weights), so the exported entry vectors come from t
 
 `files(kb)` returns what `kb build` adds under the site's `search/` folder:
 
-    search/kb-index.json    search.index_parts(kb) as JSON: ids, titles, areas, IDF,
+    search/kb-index.json    search_index.index_parts(kb) as JSON: ids, titles, areas, IDF,
                             phrase table, lengths, postings, symptom lines and their
                             terms, entry vectors (int8 + scales), the ranking constants,
                             stop words and stemming rules, all read from kb_tools.search
@@ -37,34 +37,38 @@ import os
 import sys
 
 from kb_tools.search.embedders import static as embed
-from kb_tools.search import rank as search
+from kb_tools.search.embedders import wordpiece
+from kb_tools.search import index as search_index
+from kb_tools.search import rank as search_rank
+from kb_tools.search import tokenize as search_tokenize
 
 INDEX_FILE = "search/kb-index.json"
 SCRIPT, STYLE = "kb-search.js", "kb-search.css"  # in site_templates/, copied to search/
 FORMAT = 1
 
-# kb_tools.search constants the ranking reads; each is exported by name, never copied into the JS.
+# kb_tools.search.rank constants the ranking reads; each is exported by name, never copied into the JS.
 CONSTANTS = ("BM25_K1", "BM25_B", "LINE_BONUS", "CANDIDATES", "VAGUE_IDF", "TRIAGE_PRIOR", "LOW_CONFIDENCE",
              "LEXICAL_SHARE", "DENSE_BASELINE_RANK", "DENSE_CONFIDENCE", "DENSE_FLOOR", "MAX_QUERY_CHARS", "MAX_CORRECTED_WORD")
 
 
 def index_data(kb, table: dict | None, data_dir: str = embed.DATA_DIR) -> dict:
-    """The JSON-ready search index of `kb`, from `search.index_parts` (one source of truth);
+    """The JSON-ready search index of `kb`, from `search_index.index_parts` (one source of truth);
     `table` is the token table the browser will read (see `_token_files`), None for words only."""
     # the browser embeds a query with the static token vectors, so the entries' vectors must come from them too
-    header, records = search.index_parts(kb, embedder=embed.load(data_dir) if table else None, dense=bool(table))
+    header, records = search_index.index_parts(kb, embedder=embed.load(data_dir) if table else None, dense=bool(table))
     terms = [name for kind, name in records if kind == "p"]  # a list, not an object: JS would reorder "10"
     postings = [[x for idx, tf in records[("p", t)][1] for x in (idx, tf)] for t in terms]
     n = len(header["ids"])
     entries = [records[("e", i)] for i in range(n)]
     data = {
         "format": FORMAT,
-        "constants": {name: getattr(search, name) for name in CONSTANTS},
+        "constants": {name: getattr(search_rank, name) for name in CONSTANTS},
         # Python 3.12's sum() of floats is compensated (Neumaier); the port adds the way this Python does
         "compensated_sum": sys.version_info >= (3, 12),
-        "stop_stems": sorted(search.STOP_STEMS),
-        "stem_rules": [list(r) for r in search.STEM_RULES],
-        "word_chars": search._WORD_CHARS, "special": sorted(search._SPECIAL), "letters": search._LETTERS,
+        "stop_stems": sorted(search_tokenize.STOP_STEMS),
+        "stem_rules": [list(r) for r in search_tokenize.STEM_RULES],
+        "word_chars": search_tokenize.WORD_CHARS, "special": sorted(search_tokenize.SPECIAL_TOKENS),
+        "letters": search_rank.SPELLING_LETTERS,
         "ids": header["ids"], "areas": header["areas"],
         "titles": [e[0] for e in entries], "symptoms": [e[1] for e in entries],
         "line_terms": [e[2] for e in entries],
@@ -79,8 +83,8 @@ def index_data(kb, table: dict | None, data_dir: str = embed.DATA_DIR) -> dict:
                          "starts": dense["starts"], "scales": dense["scales"],
                          "vectors": base64.b64encode(records[("v", 0)]).decode("ascii")}
         data["embed"] = {"tokens": embed.TOKENS_FILE, "rows": embed.ROWS_FILE, "scales": embed.SCALES_FILE,
-                         "dim": dense["dim"], "unk": embed.UNK, "max_tokens": embed.MAX_TOKENS,
-                         "max_word_chars": embed.MAX_WORD_CHARS,
+                         "dim": dense["dim"], "unk": wordpiece.UNK, "max_tokens": embed.MAX_TOKENS,
+                         "max_word_chars": wordpiece.MAX_WORD_CHARS,
                          "bytes": sum(len(b) for b in table.values())}
     return data
 
