@@ -1,0 +1,72 @@
+"""What it finds: an outer training loop that calls `backward()` every iteration but the optimizer's
+`step()` only under an `if ... % N == 0`, where the loss is never divided (by N, a token count,
+or a reduction) before its backward.
+
+Why it hurts training: accumulated gradients are the sum over the micro-batches, so the update
+is N times larger than the batch the learning rate was tuned for: the effective learning rate
+is multiplied by the accumulation count.
+
+Example:
+    loss.backward()
+    if (i + 1) % accum == 0:
+        opt.step(); opt.zero_grad()
+
+Use instead:
+    (loss / accum).backward()
+    if (i + 1) % accum == 0:
+        opt.step(); opt.zero_grad()
+"""
+import ast
+
+from kb_tools.lint.analysis import dotted, keyword, method_call, within
+
+CODE, NAME, ENTRY = "KBL011", "accumulation-without-division", "grad-accumulation-scaling"
+MESSAGE = ("gradients are accumulated over several backward() calls per step() but the loss is not divided by "
+           "the number of micro-batches: the effective learning rate is multiplied by it")
+
+
+def divided(a, expr) -> bool:
+    """Whether `expr` (the loss given to backward) is visibly divided, here or where it was assigned."""
+    if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(expr)):
+        return True
+    name = dotted(expr)
+    if name is None:
+        return True  # not a plain name: cannot tell, stay silent
+    for node in a.index.of(ast.AugAssign, ast.Assign):
+        if isinstance(node, ast.AugAssign) and dotted(node.target) == name and isinstance(node.op, ast.Div):
+            return True
+        if isinstance(node, ast.Assign) and any(dotted(t) == name for t in node.targets) and any(
+                isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(node.value)):
+            return True
+        if isinstance(node, ast.Assign) and any(dotted(t) == name for t in node.targets) and any(
+                keyword(n, "reduction") is not None for n in ast.walk(node.value) if isinstance(n, ast.Call)):
+            return True
+    return False
+
+
+def _accumulates(a, loop) -> bool:
+    """A step under `if ... % N` in the loop, with no gradient rescaling (a division) before it."""
+    conditional_step = False
+    for node in (n for n in a.index.of(ast.If) if within(loop, n)):
+        if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(node.test)):
+            if any(a.optimizer_step(c) for c in a.index.calls_in(node)):
+                conditional_step = True
+                if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for st in node.body for n in ast.walk(st)):
+                    return False  # the gradients are rescaled before the step (e.g. by 1 / tokens)
+    return conditional_step
+
+
+def check(a, emit):
+    for scope in a.loop_scopes:
+        for loop in scope.outer:
+            if not a.index.trains(loop) or not _accumulates(a, loop):
+                continue
+            for c in a.index.calls_in(loop):
+                if method_call(c, "backward") is None:
+                    continue
+                inner = c.args[0] if c.args else c.func.value   # accelerator.backward(loss) or loss.backward()
+                if isinstance(inner, ast.Call) and method_call(inner, "scale") is not None and inner.args:
+                    inner = inner.args[0]   # scaler.scale(loss).backward()
+                if not divided(a, inner):
+                    emit(c, CODE)
+                break

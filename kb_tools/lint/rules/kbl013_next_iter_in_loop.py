@@ -1,0 +1,35 @@
+"""What it finds: `next(iter(loader))` inside a training loop (one that calls `backward()`).
+
+Why it hurts training: each `iter(loader)` starts a new pass over the loader, so every step takes
+the first batch of a fresh pass: without shuffling it is the same batch every step, and the
+model memorises it while the validation loss does not move.
+
+Example:
+    for step in range(steps):
+        x, y = next(iter(train_loader))
+
+Use instead:
+    batches = iter(train_loader)
+    for step in range(steps):
+        x, y = next(batches)   # or: for x, y in train_loader
+"""
+import ast
+
+from kb_tools.lint.analysis import method_call
+
+CODE, NAME, ENTRY = "KBL013", "next-iter-in-loop", "same-batch-every-step"
+MESSAGE = ("next(iter(loader)) inside the loop starts a new pass over the loader every step: without shuffling "
+           "it is the same first batch each time")
+
+
+def check(a, emit):
+    for scope in a.loop_scopes:
+        for loop in scope.loops:
+            calls = a.index.calls_in(loop)
+            if not any(method_call(c, "backward") is not None for c in calls):
+                continue
+            for c in calls:
+                if isinstance(c.func, ast.Name) and c.func.id == "next" and c.args and \
+                        isinstance(c.args[0], ast.Call) and isinstance(c.args[0].func, ast.Name) \
+                        and c.args[0].func.id == "iter":
+                    emit(c, CODE)

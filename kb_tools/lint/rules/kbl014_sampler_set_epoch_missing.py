@@ -1,0 +1,28 @@
+"""What it finds: a `DistributedSampler` in a file that never calls `set_epoch`.
+
+Why it hurts training: the sampler seeds its shuffle with the epoch number; never told the
+epoch, it shuffles identically every epoch, so each rank sees the same samples in the same
+order each time and the run generalises worse than a shuffled one.
+
+Example:
+    sampler = DistributedSampler(dataset)
+    for epoch in range(epochs):
+        for x, y in DataLoader(dataset, sampler=sampler): ...
+
+Use instead:
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for x, y in loader: ...
+"""
+import ast
+
+CODE, NAME, ENTRY = "KBL014", "sampler-set-epoch-missing", "distributed-sampler-set-epoch"
+MESSAGE = "DistributedSampler is never told the epoch (sampler.set_epoch(epoch)): every epoch uses the same order"
+
+
+def check(a, emit):
+    if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in a.index.calls):
+        return
+    for c in a.index.calls:
+        if (a.imp.canon(c.func) or "").endswith("DistributedSampler"):
+            emit(c, CODE)
