@@ -257,3 +257,35 @@ def test_check_and_search_forget_a_removed_dangling_link(kb_dir, tmp_path):
     check, found = run("check"), run("search", "loss flat")
     assert check.returncode == 0 and "gone.yaml" not in check.stdout + check.stderr, check
     assert found.returncode == 0 and "alpha-bug" in found.stdout, found
+
+
+def test_a_record_cached_without_a_field_is_rebuilt_not_served_as_none(kb_dir):
+    """A cache written before a field existed lacks it: the record is refused and the KB parsed
+    again, so the field has its real value (a forgotten version bump cannot serve None)."""
+    fresh = load.load_kb(kb_dir)  # writes the cache
+    path = cache.path_for(kb_dir, "kb")
+    signature = locate.kb_signature(kb_dir)
+    plain = cache.read_value(path, signature)
+    assert plain is not None
+    for record in plain["entries"]:
+        record.pop("figures")
+    cache.write_value(path, signature, plain)
+    with pytest.raises(TypeError, match="missing fields"):
+        load._from_plain(kb_dir, plain)
+    again = load.load_kb(kb_dir)
+    assert all(e.figures == fresh.entries[e.id].figures and e.figures is not None for e in again.entries.values())
+
+
+def test_an_edit_to_the_schema_or_the_index_code_changes_their_cache_keys(tmp_path, monkeypatch, kb_dir):
+    """The keys hold a stamp of the modules that shape the cached data: editing one rebuilds."""
+    from kb_tools.search import index as search_index
+    fake = tmp_path / "package"
+    for module in locate.SCHEMA_MODULES + search_index.INDEX_MODULES:
+        (fake / module).parent.mkdir(parents=True, exist_ok=True)
+        (fake / module).write_text("# a module\n")
+    monkeypatch.setattr(locate, "PACKAGE_DIR", str(fake))
+    kb_before, index_before = locate.kb_signature(kb_dir), search_index.index_version()
+    (fake / "core" / "load.py").write_text("# a module, with a new rule\n")
+    assert locate.kb_signature(kb_dir) != kb_before and search_index.index_version() == index_before
+    (fake / "search" / "tokenize.py").write_text("# another stemming rule\n")
+    assert search_index.index_version() != index_before

@@ -219,7 +219,7 @@ def write_table(path: str, key: bytes, header: dict, records: dict) -> None:
                                       len(head).to_bytes(8, "little"), head, *chunks])))
 
 
-def table_key(version: int, signature: tuple) -> bytes:
+def table_key(version, signature: tuple) -> bytes:
     """The bytes a cached table is stored under, compared as bytes. Marshal format 2: from
     format 3 on, marshal marks every object that something else also references, so an equal
     signature could give other bytes in another process (or later in this one) and turn a
@@ -228,7 +228,7 @@ def table_key(version: int, signature: tuple) -> bytes:
     return marshal.dumps((version, signature), 2)
 
 
-def cached_table(kb_root: str | None, name: str, version: int, build, stale=None) -> Table:
+def cached_table(kb_root: str | None, name: str, version, build, stale=None) -> Table:
     """`Table(*build(kb))` for the KB at `kb_root`, cached until any KB file changes.
 
     For data derived from the whole KB (the search index) that a command needs

@@ -11,7 +11,11 @@ import sys
 from kb_tools import PACKAGE_DIR
 from kb_tools.core.util import KBError
 
-CACHE_FORMAT = 11  # of the parsed-KB cache; part of the signature, so a new layout (or a new rule) rebuilds
+# Part of every cache key. The code that shapes the cached data is stamped into the key as well
+# (code_stamp: the modules' size and mtime), so an edit to the schema, the model or a rule rebuilds
+# without anyone remembering a version; bump CACHE_FORMAT only for what no stamped module shows.
+CACHE_FORMAT = 12
+SCHEMA_MODULES = ("core/model.py", "core/load.py")  # the parsed KB's fields and rules
 
 SYNONYMS_FILE = "synonyms.yaml"
 TAGS_FILE = "tags.yaml"  # the tag vocabulary: tag -> one-line meaning
@@ -145,11 +149,24 @@ def entry_key(entry, suffixes: tuple) -> tuple:
     return key + stat_key(entry)[1:] if entry.name.endswith(suffixes) else key
 
 
+def code_stamp(*modules: str) -> tuple:
+    """The size and mtime of package modules (paths under kb_tools/): changes when any is edited
+    or replaced by an upgrade, so data cached by older code is never read as current."""
+    out = []
+    for module in modules:
+        try:
+            st = os.stat(os.path.join(PACKAGE_DIR, module))
+            out.append((module, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((module, None))
+    return tuple(out)
+
+
 def kb_signature(root: str) -> tuple:
     """Changes whenever anything in the KB's folders is added, removed, retyped or written: every
     entry counts (a dangling link or a FIFO the loader reports, a file it skips), not only the
     files it reads."""
-    sig = [CACHE_FORMAT, sys.version_info[:2], stat_key(os.path.join(root, SYNONYMS_FILE)),
+    sig = [CACHE_FORMAT, code_stamp(*SCHEMA_MODULES), sys.version_info[:2], stat_key(os.path.join(root, SYNONYMS_FILE)),
            stat_key(os.path.join(root, TAGS_FILE))]
     for top, suffixes in kb_folders(root):
         sig.append(top)

@@ -82,13 +82,19 @@ def format_diagnostic(path: str, line, code: str, subject: str, message: str) ->
 
 
 class _Record:
-    """Field-by-field construction, equality and dict round-trip for the cache."""
+    """Field-by-field construction, equality and dict round-trip for the cache.
+
+    Every field must be given (None where it is empty): a record cached before a field was
+    added is refused with a TypeError, which makes the cache rebuild, instead of serving None."""
 
     __slots__ = ()
 
     def __init__(self, **fields):
+        missing = [name for name in self.__slots__ if name not in fields]
+        if missing:
+            raise TypeError(f"{type(self).__name__}: missing fields {missing}")
         for name in self.__slots__:
-            setattr(self, name, fields.pop(name, None))
+            setattr(self, name, fields.pop(name))
         if fields:
             raise TypeError(f"{type(self).__name__}: unknown fields {sorted(fields)}")
 

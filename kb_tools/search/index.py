@@ -2,8 +2,8 @@
 and the entry vectors of the dense side, built once from a loaded KB and cached (core/cache.py)
 until a KB file changes.
 
-`INDEX_VERSION` is part of the cache key: bump it when the index's shape changes (a test
-fails when FIELD_WEIGHTS or the record layout changes without a bump).
+The cache key holds `index_version()`: INDEX_VERSION and a stamp of the modules that shape the
+index (this one and tokenize.py), so an edit to either rebuilds the cached index by itself.
 """
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ import sys
 from kb_tools.search import embedders
 from kb_tools.search.tokenize import build_phrase_table, terms
 
-INDEX_VERSION = 13
+INDEX_VERSION = 14  # bump only for what the stamped modules do not show
+INDEX_MODULES = ("search/index.py", "search/tokenize.py")
+
+
+def index_version() -> tuple:
+    from kb_tools.core.locate import code_stamp
+    return (INDEX_VERSION, code_stamp(*INDEX_MODULES))
+
 
 # How much a term in each field counts: symptoms are what users type. BM25's k1 and the check's weight
 # were set on 800 of the self-written reports (scripts/data/synthetic_reports.yaml; lexical MRR 0.725 ->
@@ -154,7 +161,7 @@ def load_index(kb_root: str | None = None, dense: bool = True):
     """
     from kb_tools.core.cache import cached_table
     if not dense:
-        return cached_table(kb_root, "search-index", INDEX_VERSION, index_parts)
+        return cached_table(kb_root, "search-index", index_version(), index_parts)
 
     def stale(header) -> bool:
         embedder = embedders.load()
@@ -162,7 +169,7 @@ def load_index(kb_root: str | None = None, dense: bool = True):
         made_by = (dense.get("model"), dense.get("fingerprint"))
         return (not header["problems"] and embedder is not None
                 and made_by != (embedder.name, embedder.fingerprint) and embedder.can_build())
-    return cached_table(kb_root, "search-index", INDEX_VERSION, index_parts, stale=stale)
+    return cached_table(kb_root, "search-index", index_version(), index_parts, stale=stale)
 
 
 BUILT_WITH_KEPT = 4  # embedders passed to index_parts that queries may still need (tests, evaluations)
