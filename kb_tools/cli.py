@@ -118,29 +118,14 @@ def cmd_lint(args) -> int:
 
 def cmd_show(args) -> int:
     """One entry in full."""
-    from kb_tools.lint.engine import rules_for
     kb = _load(args)
     e = _entry_or_fail(kb, args.id)
     if args.json:
-        from kb_tools.render.agents import entry_json
+        from kb_tools.render.sections import entry_json
         print_json(entry_json(e))
         return EXIT_OK
-    print(style(f"{e.id}: {e.title}", "1"))
-    print(f"area: {e.area}   tags: {', '.join(e.tags)}" + (f"   aliases: {', '.join(e.aliases)}" if e.aliases else ""))
-    print(f"file: {e.path}")
-    sections = [("Symptoms", "\n".join(f"- {s}" for s in e.symptoms)), ("Why it happens", e.cause),
-                ("Fix", e.fix), ("How to check", e.check), ("Correction", e.correction),
-                ("Caveats", e.caveats), ("Evidence", "\n".join(f"- {c['quote']}: {c['supports']}" for c in e.evidence)),
-                ("See also", ", ".join(e.see_also)),
-                ("Lint rules", "\n".join(f"{code} {name} (kb lint finds it in a script)"
-                                          for code, name in rules_for(e.id))),
-                ("Snippet", f"run it: kb run {e.id}" + (
-                    f"   (two processes under torchrun, as `kb snippet {e.id} > s.py && torchrun "
-                    f"--standalone --nproc-per-node 2 s.py`)" if e.launch == "torchrun"
-                    else f"   (or: kb snippet {e.id} | python)"))]
-    for heading, body in sections:
-        if body:
-            print(f"\n{style(heading, '1;4')}\n{body.strip()}")
+    from kb_tools.render.text import entry_text
+    sys.stdout.write(entry_text(e, style))
     return EXIT_OK
 
 

@@ -60,7 +60,9 @@ def build_server(kb_root: str | None) -> MCPServer:
     """The server over the KB at `kb_root` (see locate.find_kb_root); the KB and its search
     index are loaded here, once, and every call reads them."""
     from kb_tools.render.agents import context as kb_context
-    from kb_tools.render.agents import entry_json, entry_markdown, resolve, snippet_json, verify_text
+    from kb_tools.render.agents import resolve, snippet_json, verify_text
+    from kb_tools.render.markdown import entry_markdown
+    from kb_tools.render.sections import entry_json
     from kb_tools.core.load import load_kb
     from kb_tools.core.model import AREAS
     from kb_tools.search.index import dense_unavailable, load_index

@@ -98,7 +98,7 @@ def test_entry_markdown_shows_the_fix_pair_after_the_fix(kb):
     assert paired
     for e in paired:
         md = agents.entry_markdown(e)
-        fix, check = md.index("\n\nFix: "), md.index("\n\nCheck: ")
+        fix, check = md.index("\n\n### Fix\n"), md.index("\n\n### How to check\n")
         before = md.index(f"Before:\n```python\n{e.fix_pair['before']}\n```")
         after = md.index(f"After:\n```python\n{e.fix_pair['after']}\n```")
         assert fix < before < after < check, e.id

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from kb_tools.core.model import AREAS, TRIAGE_PATH
 from kb_tools.core.util import KBError, UsageError
+from kb_tools.render.markdown import compact_markdown, entry_markdown
+from kb_tools.render.sections import entry_json
 
 CHARS_PER_TOKEN = 4  # a budget is kept by this estimate: English prose and code run 3.5-4.5 characters a token
 # A text to check against a source: the KB's longest quote has 511 characters and 3 parts; these bounds
@@ -22,15 +24,6 @@ def estimate_tokens(text: str) -> int:
 
 
 # ---------------------------------------------------------------- the shared JSON shapes
-
-def entry_json(entry) -> dict:
-    """An entry as `kb show --json` prints it (and the MCP `show` tool returns it)."""
-    shown = {k: v for k, v in entry.to_dict().items() if k not in ("lines", "snippet_line")}
-    shown["evidence"] = [{"quote": c["quote"], "supports": c["supports"]} for c in entry.evidence]
-    from kb_tools.lint.engine import rules_for
-    shown["lint_rules"] = [{"code": code, "name": name} for code, name in rules_for(entry.id)]
-    return shown
-
 
 def snippet_json(entry) -> dict:
     """The runnable code of an entry and how to start it."""
@@ -75,41 +68,6 @@ def verify_text(kb, text: str, source: str, lines=None, object_path: str | None 
     return {"ok": defect is None, "source": source,
             "defect": None if defect is None else {k: defect.to_dict()[k] for k in
                                                    ("code", "kind", "message", "where", "diff", "lines")}}
-
-
-# ---------------------------------------------------------------- Markdown
-
-def entry_markdown(entry, symptoms=None, snippet: bool = True) -> str:
-    """One entry as plain Markdown: what an agent needs to act, in that order."""
-    shown = symptoms if symptoms is not None else entry.symptoms
-    parts = [f"## {entry.id}: {entry.title}", f"area: {entry.area}"
-             + (f"; aliases: {', '.join(entry.aliases)}" if entry.aliases else "")]
-    if shown:
-        parts.append("Symptoms:\n" + "\n".join(f"- {' '.join(s.split())}" for s in shown))
-    for heading, text in (("Cause", entry.cause), ("Fix", entry.fix), ("Check", entry.check),
-                          ("Correction", entry.correction), ("Caveats", entry.caveats)):
-        if text:
-            parts.append(f"{heading}: {' '.join(text.split())}")
-        if heading == "Fix" and entry.fix_pair:  # the lines the fix changes, both run by the snippet
-            parts.append("".join(f"{side.capitalize()}:\n```python\n{entry.fix_pair[side]}\n```\n"
-                                 for side in ("before", "after")).rstrip())
-    if entry.see_also:
-        parts.append(f"See also: {', '.join(entry.see_also)}")
-    if snippet and entry.snippet:
-        parts.append(f"Snippet (reproduces the bug, applies the fix, asserts both; `kb run {entry.id}`):\n"
-                     f"```python\n{entry.snippet.rstrip()}\n```")
-    return "\n\n".join(parts) + "\n"
-
-
-def compact_markdown(entry, matched) -> str:
-    """An entry for a context window: title, the symptom that matched, cause, fix, check."""
-    parts = [f"## {entry.id}: {entry.title}"]
-    if matched:
-        parts.append("Matched symptom: " + " ".join(matched.split()))
-    for heading, text in (("Cause", entry.cause), ("Fix", entry.fix), ("Check", entry.check)):
-        parts.append(f"{heading}: {' '.join((text or '').split())}")
-    parts.append(f"More: `kb show {entry.id}`; runnable proof of bug and fix: `kb snippet {entry.id} | python`")
-    return "\n\n".join(parts) + "\n"
 
 
 def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str | None = None,

@@ -445,7 +445,7 @@ def render_pages(kb, results=None, templates: str | None = None, deploy: dict | 
         raise SiteError(f"{templates}: no site templates here")
     import jinja2
 
-    from kb_tools.lint.engine import rules_for
+    from kb_tools.render.sections import entry_sections
     env = _environment(templates)
     ctx = _Context(kb, results)
     common = {"kb": kb, "ctx": ctx, "areas": AREAS, "area_info": AREA_INFO}
@@ -463,7 +463,7 @@ def render_pages(kb, results=None, templates: str | None = None, deploy: dict | 
     for area in AREAS:
         render("area.md.j2", f"areas/{area}/index.md", area=area)
     for e in kb.entries.values():
-        render("entry.md.j2", f"entries/{e.id}.md", e=e, status=ctx.snippet_status(e), lint_rules=rules_for(e.id),
+        render("entry.md.j2", f"entries/{e.id}.md", e=e, sections=entry_sections(e), status=ctx.snippet_status(e),
                links=entry_links(kb, e, "../"), edit_url=edit_url(deploy, e.path), curves=ctx.loss_curves(e))
     render("symptoms.md.j2", "symptoms.md")
     render("tags.md.j2", "tags.md")
@@ -950,7 +950,8 @@ def _lock(work_dir: str):
 def write_agent_files(kb, out_dir: str) -> None:
     """llms.txt at the site root and a plain-Markdown copy of every entry under md/, for agents
     (written after mkdocs, which would otherwise render the .md files as pages)."""
-    from kb_tools.render.agents import entry_markdown, llms_txt
+    from kb_tools.render.agents import llms_txt
+    from kb_tools.render.markdown import entry_markdown
     os.makedirs(os.path.join(out_dir, "md"), exist_ok=True)
     for entry in kb.entries.values():
         write_atomic(os.path.join(out_dir, "md", f"{entry.id}.md"), entry_markdown(entry))
