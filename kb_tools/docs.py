@@ -55,12 +55,12 @@ def code_table(codes: dict, name_heading: str) -> str:
 
 def command_usage() -> str:
     """`kb --help` and every command's `--help`, as a user at a 100-column terminal sees them."""
-    from kb_tools import cli
+    from kb_tools import cli, commands
     saved = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = str(HELP_COLUMNS + 2)  # the formatter keeps two columns of margin
     try:
         parts = [cli.build_parser().format_help().rstrip()]
-        for name in cli.COMMANDS:
+        for name in commands.ORDER:
             parser = cli.build_parser(name)
             sub = next(a for a in parser._actions if a.dest == "command").choices[name]
             nested = [a for a in sub._actions if getattr(a, "choices", None) and a.dest == "evidence_command"]
@@ -73,6 +73,32 @@ def command_usage() -> str:
         else:
             os.environ["COLUMNS"] = saved
     return "```text\n" + "\n\n".join(parts) + "\n```"
+
+
+def lint_rule_table() -> str:
+    """Every lint rule from its module (kb_tools/lint/rules/): code, name, the entry it points to,
+    and the first sentence of what it finds."""
+    from kb_tools.lint import rules
+    rows = ["| code | name | entry | what it finds |", "|---|---|---|---|"]
+    for m in rules.ALL:
+        finds = " ".join(m.__doc__.split("\n\n", 1)[0].split()).removeprefix("What it finds: ")
+        rows.append(f"| `{m.CODE}` | `{m.NAME}` | `{m.ENTRY}` | {_cell(finds)} |")
+    return "\n".join(rows)
+
+
+def mcp_tool_list(kb) -> str:
+    """The MCP server's tools as it registers them: each one's parameters (defaults shown) and
+    description, so the README cannot drift from the server."""
+    import asyncio
+
+    from kb_tools.mcp_server import build_server
+    lines = []
+    for tool in asyncio.run(build_server(kb.root).list_tools()):
+        props, required = tool.input_schema.get("properties", {}), set(tool.input_schema.get("required") or ())
+        params = ", ".join(name if name in required else f"{name}={props[name].get('default')!r}".replace("'", "")
+                           for name in props)
+        lines.append(f"- `{tool.name}({params})`: {' '.join(tool.description.split())}")
+    return "\n".join(lines)
 
 
 def shipped_counts(kb) -> str:
@@ -237,6 +263,8 @@ def blocks(kb) -> dict:
         "check-codes": code_table(CHECK_CODES, "name"),
         "verify-codes": code_table(VERIFY_CODES, "kind"),
         "command-usage": command_usage(),
+        "lint-rules": lint_rule_table(),
+        "mcp-tools": mcp_tool_list(kb),
         "shipped-counts": shipped_counts(kb),
         "shipped-sources": shipped_sources(kb),
         **example_blocks(kb),

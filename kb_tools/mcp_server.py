@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError
 
 from kb_tools import __version__
 from kb_tools.render.agents import MAX_QUOTE_CHARS
-from kb_tools.core.confined import confined_files, lint_in_child, root_folders
+from kb_tools.confined import confined_files, lint_in_child, root_folders
 from kb_tools.search.rank import MAX_QUERY_CHARS
 from kb_tools.core.util import KBError
 
@@ -60,7 +60,7 @@ def build_server(kb_root: str | None) -> MCPServer:
     """The server over the KB at `kb_root` (see locate.find_kb_root); the KB and its search
     index are loaded here, once, and every call reads them."""
     from kb_tools.render.agents import context as kb_context
-    from kb_tools.render.agents import resolve, snippet_json, verify_text
+    from kb_tools.render.agents import snippet_json, verify_text
     from kb_tools.render.markdown import entry_markdown
     from kb_tools.render.sections import entry_json
     from kb_tools.core.load import load_kb
@@ -150,12 +150,12 @@ def build_server(kb_root: str | None) -> MCPServer:
     def show(id: Annotated[str, Field(description="entry id or alias, e.g. double-softmax or O12",
                                       max_length=MAX_NAME)],
              ) -> dict[str, Any]:
-        return entry_json(resolve(kb, id))
+        return entry_json(kb.entry_named(id))
 
     @tool("An entry's self-contained program that reproduces the bug, applies the fix and asserts both, "
           "with the command to run it.")
     def snippet(id: Annotated[str, Field(description="entry id or alias", max_length=MAX_NAME)]) -> dict[str, Any]:
-        return snippet_json(resolve(kb, id))
+        return snippet_json(kb.entry_named(id))
 
     @tool("Check that `text` is verbatim in the cached source `source`, a source id (at `lines` if given), "
           "or, for a source that documents a package (the torch-* ids), in the installed package's "
@@ -215,7 +215,7 @@ def build_server(kb_root: str | None) -> MCPServer:
                      mime_type="text/markdown")
     def entry(id: str) -> str:
         try:
-            return entry_markdown(resolve(kb, id))
+            return entry_markdown(kb.entry_named(id))
         except KBError as exc:
             raise ResourceNotFoundError(str(exc)) from None
 

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from kb_tools.render import sections as render_sections
+from kb_tools.render import markdown as render_markdown
 from kb_tools import cli
 from kb_tools.render import agents
 from kb_tools.core.load import load_kb
@@ -60,7 +62,7 @@ def test_context_refuses_bad_input_in_one_line(capsys, argv, message):
 
 def test_show_json_is_the_shared_shape(capsys, kb):
     code, out, _ = run(capsys, "show", "O12", "--json")
-    assert code == 0 and json.loads(out) == agents.entry_json(kb.entries["double-softmax"])
+    assert code == 0 and json.loads(out) == render_sections.entry_json(kb.entries["double-softmax"])
 
 
 def test_verify_text_accepts_a_real_quote_and_names_a_changed_word(kb):
@@ -97,10 +99,10 @@ def test_entry_markdown_shows_the_fix_pair_after_the_fix(kb):
     paired = [e for e in kb.entries.values() if e.fix_pair]
     assert paired
     for e in paired:
-        md = agents.entry_markdown(e)
+        md = render_markdown.entry_markdown(e)
         fix, check = md.index("\n\n### Fix\n"), md.index("\n\n### How to check\n")
         before = md.index(f"Before:\n```python\n{e.fix_pair['before']}\n```")
         after = md.index(f"After:\n```python\n{e.fix_pair['after']}\n```")
         assert fix < before < after < check, e.id
     plain = next(e for e in kb.entries.values() if not e.fix_pair)
-    assert "Before:\n```python" not in agents.entry_markdown(plain)
+    assert "Before:\n```python" not in render_markdown.entry_markdown(plain)

@@ -22,8 +22,9 @@ from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
+from kb_tools.render import markdown as render_markdown
 from kb_tools import cli  # noqa: E402
-from kb_tools.core import confined  # noqa: E402
+from kb_tools import confined  # noqa: E402
 from kb_tools.render import agents
 from kb_tools.core.load import load_kb  # noqa: E402
 
@@ -174,7 +175,7 @@ def test_every_entry_is_a_markdown_resource(server, kb):
     assert template.uri_template == "kb://entries/{id}" and template.mime_type == "text/markdown"
     (content,) = server.read_resource("kb://entries/double-softmax").contents
     assert content.mime_type == "text/markdown"
-    assert content.text == agents.entry_markdown(kb.entries["double-softmax"])
+    assert content.text == render_markdown.entry_markdown(kb.entries["double-softmax"])
     assert content.text.startswith("## double-softmax: ")
 
 
@@ -375,4 +376,4 @@ def test_each_entry_is_listed_as_a_resource(server, kb):
     listed = next(r for r in resources if r.name == "double-softmax")
     (content,) = server.read_resource(listed.uri).contents
     assert content.mime_type == "text/markdown"
-    assert content.text == agents.entry_markdown(kb.entries["double-softmax"])
+    assert content.text == render_markdown.entry_markdown(kb.entries["double-softmax"])

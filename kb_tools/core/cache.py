@@ -3,8 +3,9 @@
 Each cache file is sealed: framed with its length and a crc32 that is checked on
 every read, so a truncated, overwritten or bit-flipped file is rebuilt, never
 trusted. Keys are the KB files' signature (see locate.kb_signature): any write to
-a KB file makes every cache stale. Only `cached_table` builds anything from a KB,
-through load.load_kb, imported on a miss alone.
+a KB file makes every cache stale. Only `cached_table` builds anything from a KB, through
+the `build` its caller passes (which loads the KB on a miss alone: this module imports no
+parser, so the cache sits below the loader).
 """
 from __future__ import annotations
 
@@ -232,8 +233,8 @@ def cached_table(kb_root: str | None, name: str, version, build, stale=None) -> 
     """`Table(*build(kb))` for the KB at `kb_root`, cached until any KB file changes.
 
     For data derived from the whole KB (the search index) that a command needs
-    without the KB itself: on a hit the KB is not even loaded. `build(kb)`
-    returns (header, records), both plain and marshal-able.
+    without the KB itself: on a hit the KB is not even loaded. `build(root, use_cache)`
+    loads the KB at `root` and returns (header, records), both plain and marshal-able.
     The file is seal(magic, key length, key, header length, header, record
     blobs); the key (the files' signature) is compared as bytes, never decoded,
     and the checksum is checked before anything is decoded. `stale(header)`, when
@@ -241,14 +242,12 @@ def cached_table(kb_root: str | None, name: str, version, build, stale=None) -> 
     """
     root = find_kb_root(kb_root)
     if not enabled():
-        from kb_tools.core.load import load_kb
-        return Table(*build(load_kb(root, use_cache=False)))
+        return Table(*build(root, False))
     key = table_key(version, kb_signature(root))
     path = path_for(root, name)
     table = open_table(path, key)
     if table is None or (stale is not None and stale(table.header)):
-        from kb_tools.core.load import load_kb  # only on a miss: a cached search never imports the parser
-        header, records = build(load_kb(root))
+        header, records = build(root, True)  # only on a miss: a cached search never imports the parser
         write_table(path, key, header, records)
         table = Table(header, records)
     return table

@@ -6,10 +6,19 @@ start-up time than the whole search.
 """
 from __future__ import annotations
 
-AREAS = (
-    "triage", "wiring", "optimizer", "loss", "numerics",
-    "data", "finetune", "instrument", "distributed",
-)
+# The areas, in the order readers meet them: (title, one line on what belongs there).
+AREA_INFO = {
+    "triage": ("Triage", "Process checks for the first hour with a run that misbehaves."),
+    "wiring": ("Training loop wiring", "The training loop itself: what is connected to what, and in which order."),
+    "optimizer": ("Optimizer", "Learning rate, schedules, weight decay, accumulation and optimizer state."),
+    "loss": ("Loss functions", "Loss-function traps: what each loss expects as input and target."),
+    "numerics": ("Numerics", "NaN and inf, reduced precision, exploding and vanishing signals, dead units."),
+    "data": ("Data", "The input pipeline, labels, leakage and preprocessing."),
+    "finetune": ("Fine-tuning", "Transfer learning, parameter-efficient tuning and LLM fine-tuning."),
+    "instrument": ("Instrumentation", "What to log so that failures become visible."),
+    "distributed": ("Distributed", "Several processes and several GPUs."),
+}
+AREAS = tuple(AREA_INFO)
 SNIPPET_KINDS = ("reproduces", "diagnostic")
 LAUNCHERS = ("python", "torchrun")
 SOURCE_KINDS = ("primary", "secondary")
@@ -242,3 +251,12 @@ class KB:
             return self.entries[name]
         target = self.aliases.get(name.lower())
         return self.entries.get(target) if target else None
+
+    def entry_named(self, name) -> Entry:
+        """The entry named by id or alias; a KBError with a did-you-mean otherwise. The one resolver
+        every command and the MCP server use."""
+        from kb_tools.core.util import KBError, did_you_mean
+        entry = self.resolve(name) if isinstance(name, str) else None
+        if entry is None:
+            raise KBError(f"unknown entry '{name}'{did_you_mean(str(name), list(self.entries) + list(self.aliases))}")
+        return entry

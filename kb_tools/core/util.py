@@ -15,6 +15,15 @@ class KBError(Exception):
     exit_code = 1
 
 
+def invalid_kb(problems) -> str | None:
+    """The one line an invalid KB stops a command with (None when it is valid): the first problem,
+    and how many more `kb check` lists."""
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 1} more; run `kb check`)" if len(problems) > 1 else " (run `kb check`)"
+    return f"the KB is invalid: {problems[0]}{more}"
+
+
 class UsageError(KBError):
     """The command was called wrongly (a bad option value, an empty query): exit 2."""
 

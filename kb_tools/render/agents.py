@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from kb_tools.core.model import AREAS, TRIAGE_PATH
 from kb_tools.core.util import KBError, UsageError
-from kb_tools.render.markdown import compact_markdown, entry_markdown
-from kb_tools.render.sections import entry_json
+from kb_tools.render.markdown import compact_markdown
 
 CHARS_PER_TOKEN = 4  # a budget is kept by this estimate: English prose and code run 3.5-4.5 characters a token
 # A text to check against a source: the KB's longest quote has 511 characters and 3 parts; these bounds
@@ -27,18 +26,9 @@ def estimate_tokens(text: str) -> int:
 
 def snippet_json(entry) -> dict:
     """The runnable code of an entry and how to start it."""
-    how = ("torchrun --standalone --nproc-per-node 2 snippet.py" if entry.launch == "torchrun"
-           else "python snippet.py")
+    from kb_tools.snippets.runner import launch_line
+    how = launch_line(entry)
     return {"id": entry.id, "launch": entry.launch, "run": how, "snippet": entry.snippet}
-
-
-def resolve(kb, name: str):
-    """The entry named by id or alias; a KBError with a suggestion otherwise."""
-    from kb_tools.core.util import did_you_mean
-    entry = kb.resolve(name) if isinstance(name, str) else None
-    if entry is None:
-        raise KBError(f"unknown entry '{name}'{did_you_mean(str(name), list(kb.entries) + list(kb.aliases))}")
-    return entry
 
 
 def verify_text(kb, text: str, source: str, lines=None, object_path: str | None = None) -> dict:

@@ -13,8 +13,9 @@ def _plain(style):
 def run_hint(entry) -> str:
     """How to run an entry's snippet, in one line."""
     if entry.launch == "torchrun":
+        from kb_tools.snippets.runner import launch_line
         return (f"run it: kb run {entry.id}   (two processes under torchrun, as `kb snippet {entry.id} > s.py && "
-                f"torchrun --standalone --nproc-per-node 2 s.py`)")
+                f"{launch_line(entry, 's.py')}`)")
     return f"run it: kb run {entry.id}   (or: kb snippet {entry.id} | python)"
 
 

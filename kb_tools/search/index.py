@@ -151,6 +151,12 @@ def build_index(kb, embedder=None, dense: bool = True):
     return Table(*index_parts(kb, embedder, dense))
 
 
+def _build(root: str, use_cache: bool) -> tuple:
+    """The index parts of the KB at `root`, parsed (or read from its own cache) on a cache miss."""
+    from kb_tools.core.load import load_kb
+    return index_parts(load_kb(root, use_cache=use_cache))
+
+
 def load_index(kb_root: str | None = None, dense: bool = True):
     """The search index of the KB at `kb_root`, from cache unless a KB file changed.
 
@@ -161,7 +167,7 @@ def load_index(kb_root: str | None = None, dense: bool = True):
     """
     from kb_tools.core.cache import cached_table
     if not dense:
-        return cached_table(kb_root, "search-index", index_version(), index_parts)
+        return cached_table(kb_root, "search-index", index_version(), _build)
 
     def stale(header) -> bool:
         embedder = embedders.load()
@@ -169,7 +175,7 @@ def load_index(kb_root: str | None = None, dense: bool = True):
         made_by = (dense.get("model"), dense.get("fingerprint"))
         return (not header["problems"] and embedder is not None
                 and made_by != (embedder.name, embedder.fingerprint) and embedder.can_build())
-    return cached_table(kb_root, "search-index", index_version(), index_parts, stale=stale)
+    return cached_table(kb_root, "search-index", index_version(), _build, stale=stale)
 
 
 BUILT_WITH_KEPT = 4  # embedders passed to index_parts that queries may still need (tests, evaluations)

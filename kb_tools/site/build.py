@@ -31,24 +31,13 @@ import time
 from dataclasses import asdict, dataclass
 
 from kb_tools import PACKAGE_DIR
-from kb_tools.core.model import AREAS, TRIAGE_PATH
-from kb_tools.core.util import KBError, prose_words, write_atomic
+from kb_tools.core.model import AREA_INFO, AREAS, TRIAGE_PATH
+from kb_tools.core.util import KBError, invalid_kb, prose_words, write_atomic
 
 WORK_MARKER = ".kb-site-work"
 SITE_MARKER = ".kb-site"
 BUILD_LOCK = ".kb-build.lock"  # in the work folder, held by the build that is using it
 
-AREA_INFO = {
-    "triage": ("Triage", "Process checks for the first hour with a run that misbehaves."),
-    "wiring": ("Training loop wiring", "The training loop itself: what is connected to what, and in which order."),
-    "optimizer": ("Optimizer", "Learning rate, schedules, weight decay, accumulation and optimizer state."),
-    "loss": ("Loss functions", "Loss-function traps: what each loss expects as input and target."),
-    "numerics": ("Numerics", "NaN and inf, reduced precision, exploding and vanishing signals, dead units."),
-    "data": ("Data", "The input pipeline, labels, leakage and preprocessing."),
-    "finetune": ("Fine-tuning", "Transfer learning, parameter-efficient tuning and LLM fine-tuning."),
-    "instrument": ("Instrumentation", "What to log so that failures become visible."),
-    "distributed": ("Distributed", "Several processes and several GPUs."),
-}
 
 # The first-hour path on the home page, in the order worth trying them.
 STATIC = ("kb.css",)  # copied from site_templates/ into docs/stylesheets/
@@ -296,8 +285,7 @@ class _Context:
         # Every rule the pages rely on (known ids, URL-safe names, no clash with the site's own
         # pages) is a coded problem of the loader; the site only refuses a KB that has any.
         if kb.problems:
-            more = f" (and {len(kb.problems) - 1} more)" if len(kb.problems) > 1 else ""
-            raise SiteError(f"the KB is invalid: {kb.problems[0]}{more}; run `kb check`")
+            raise SiteError(invalid_kb(kb.problems))
         self.kb, self.results = kb, results
         self._shas = {}  # entry id -> sha256 of its snippet as it runs
         self.sources = {}
@@ -446,6 +434,7 @@ def render_pages(kb, results=None, templates: str | None = None, deploy: dict | 
     import jinja2
 
     from kb_tools.render.sections import entry_sections
+    from kb_tools.snippets.runner import launch_line
     env = _environment(templates)
     ctx = _Context(kb, results)
     common = {"kb": kb, "ctx": ctx, "areas": AREAS, "area_info": AREA_INFO}
@@ -463,7 +452,8 @@ def render_pages(kb, results=None, templates: str | None = None, deploy: dict | 
     for area in AREAS:
         render("area.md.j2", f"areas/{area}/index.md", area=area)
     for e in kb.entries.values():
-        render("entry.md.j2", f"entries/{e.id}.md", e=e, sections=entry_sections(e), status=ctx.snippet_status(e),
+        render("entry.md.j2", f"entries/{e.id}.md", e=e, sections=entry_sections(e), launch_line=launch_line(e),
+               status=ctx.snippet_status(e),
                links=entry_links(kb, e, "../"), edit_url=edit_url(deploy, e.path), curves=ctx.loss_curves(e))
     render("symptoms.md.j2", "symptoms.md")
     render("tags.md.j2", "tags.md")
@@ -988,7 +978,7 @@ def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | No
     _check_free(host, port)
     kb = load_kb(kb_root)
     if kb.problems:
-        raise SiteError(f"the KB is invalid: {kb.problems[0]} (run `kb check`)")
+        raise SiteError(invalid_kb(kb.problems))
     results_path = results_path or default_results(kb)
     try:
         config_file = generate(kb, work_dir, results_path, templates)
@@ -1006,7 +996,7 @@ def serve_site(kb_root: str, work_dir: str | None = None, results_path: str | No
             try:
                 fresh = load_kb(kb.root)
                 if fresh.problems:
-                    log(f"kb serve: not regenerating, the KB is invalid: {fresh.problems[0]}")
+                    log(f"kb serve: not regenerating: {invalid_kb(fresh.problems)}")
                     continue
                 generate(fresh, work_dir, results_path, templates)
                 log("kb serve: pages regenerated")

@@ -91,6 +91,14 @@ def child_env(device: str) -> dict:
     return env
 
 
+def launch_line(entry, script: str = "snippet.py") -> str:
+    """How a reader starts the snippet in a shell, saved as `script`: the one place the torchrun
+    command is written (kb show, kb snippet's JSON, the site and the runner below follow it)."""
+    if entry.launch == "torchrun":
+        return f"torchrun --standalone --nproc-per-node {TORCHRUN_PROCS} {script}"
+    return f"python {script}"
+
+
 def command(entry, script_path: str) -> list:
     if entry.launch == "torchrun":
         return [sys.executable, "-m", "torch.distributed.run", "--standalone",

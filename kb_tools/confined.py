@@ -119,7 +119,7 @@ def confined_files(path: str, roots: list, whose: str) -> tuple:
     return files, skipped
 
 
-_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from kb_tools.core.confined import _child; _child()"
+_CHILD = "import sys; sys.path.insert(0, sys.argv[1]); from kb_tools.confined import _child; _child()"
 
 
 def lint_in_child(jobs: list, seconds: float = LINT_SECONDS) -> list:

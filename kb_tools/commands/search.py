@@ -1,0 +1,102 @@
+"""`kb search`: rank entries for a symptom, or for what `kb lint` finds in a script (--from-lint).
+
+On the start-up fast path (fastpath.py runs a plain search through `run` without argparse):
+no argparse, re or json here, and the KB's parser and schema only when a command needs them."""
+from __future__ import annotations
+
+import sys
+
+from kb_tools.commands.common import load_kb_checked
+from kb_tools.commands.output import EXIT_FAIL, EXIT_OK, fail_if_invalid, print_json, query_text, style
+from kb_tools.core.util import UsageError
+
+NAME = "search"
+SUMMARY = "rank entries for a symptom"
+DESCRIPTION = "Rank entries for what you see: two words (\"loss flat\"), an error message, or a paragraph."
+
+# kb search's options: (flags, attribute, value type or "flag", default, help). "area" values are model.AREAS.
+SEARCH_OPTIONS = (
+    (("--limit", "-n"), "limit", int, 10, "at most this many results (default 10)"),
+    (("--area",), "area", "area", None, "only entries of this area"),
+    (("--tag",), "tag", str, None, "only entries with this tag"),
+    (("--json",), "json", "flag", False, "a JSON array: id, title, area, score, matched, low_confidence"),
+    (("--lexical",), "lexical", "flag", False,
+     "rank by words only (BM25 with synonyms), without the sentence embeddings"),
+    (("--from-lint",), "from_lint", str, None, "instead of a query: the entries for what `kb lint` finds in FILE (- reads standard input)"),
+)
+
+
+
+def run(args) -> int:
+    """Rank entries for a symptom query."""
+    from kb_tools.search.index import dense_unavailable, load_index
+    from kb_tools.search.rank import search
+    query = query_text(args.query)
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    if args.from_lint:
+        return search_from_lint(args, query)
+    if not query.strip():
+        raise UsageError("empty query: describe what you see, e.g. kb search \"loss flat\" (or give --from-lint FILE)")
+    index = load_index(args.kb, dense=not args.lexical)
+    fail_if_invalid(index.header["problems"])
+    hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
+    why = None if args.lexical else dense_unavailable(index)
+    if why:
+        print(f"kb: lexical ranking only: {why}", file=sys.stderr)
+    if args.json:
+        print_json([h.to_json() for h in hits])
+        return EXIT_OK
+    if not hits:
+        print("no entry shares a word with that query; try the words you see in the log, e.g. \"loss flat\"")
+        return EXIT_OK
+    width = max(len(h.id) for h in hits)
+    for n, hit in enumerate(hits, 1):
+        flag = "  (low confidence)" if hit.low_confidence else ""
+        print(f"{n:2d}. {style(hit.id.ljust(width), '1')}  {hit.title}  [{hit.area}]  {hit.score:.0f}{flag}")
+        print(f"    {style('matched:', '2')} {hit.matched}")
+    return EXIT_OK
+
+
+def search_from_lint(args, query: str) -> int:
+    """The entries behind what `kb lint` finds in a script, in the order of their first finding;
+    a file that could not be linted is a line on stderr and exit 1, after the others' entries."""
+    from kb_tools.lint.engine import UNLINTABLE, lint_paths
+    kb = load_kb_checked(args)
+    if query.strip():
+        raise UsageError("search: give a query or --from-lint FILE, not both")
+    hits, unlinted = {}, []
+    for finding in lint_paths([args.from_lint], stdin=True):
+        if finding.code == UNLINTABLE:
+            unlinted.append(finding)
+            print(f"kb: {finding}", file=sys.stderr)
+            continue
+        entry = kb.entries.get(finding.entry)
+        if entry is None or (args.area and entry.area != args.area) or (args.tag and args.tag.lower() not in entry.tags):
+            continue
+        hit = hits.setdefault(entry.id, {"id": entry.id, "title": entry.title, "area": entry.area, "score": 0,
+                                         "matched": str(finding), "low_confidence": False})
+        hit["score"] += 1
+    shown = list(hits.values())[:args.limit]
+    if args.json:
+        print_json(shown)
+        return EXIT_FAIL if unlinted else EXIT_OK
+    if not shown and not unlinted:
+        print(f"kb lint finds none of the KB's mistakes in {'standard input' if args.from_lint == '-' else args.from_lint}")
+    for n, hit in enumerate(shown, 1):
+        print(f"{n:2d}. {style(hit['id'], '1')}  {hit['title']}  [{hit['area']}]  "
+              f"{hit['score']} finding{'s' if hit['score'] != 1 else ''}")
+        print(f"    {style('found:', '2')} {hit['matched']}")
+    return EXIT_FAIL if unlinted else EXIT_OK
+
+
+def add_arguments(p):
+    from kb_tools.core.model import AREAS
+    p.add_argument("query", nargs="*", help="what the run shows; - reads it from standard input")
+    for flags, name, kind, default, help_text in SEARCH_OPTIONS:  # the quick parser reads them too
+        if kind == "flag":
+            p.add_argument(*flags, dest=name, action="store_true", help=help_text)
+        elif kind == "area":
+            p.add_argument(*flags, dest=name, choices=AREAS, default=default, help=help_text)
+        else:
+            p.add_argument(*flags, dest=name, type=kind, default=default, help=help_text)
