@@ -11,7 +11,7 @@ TORCH_PIN := torch==2.13.0
 # (see requirements-model.txt). `kb search` itself uses the packaged static vectors unless KB_MODEL_DIR is set.
 MODEL_REQ := requirements-model.txt
 
-.PHONY: run test record venv install install-test check bench clean
+.PHONY: run test lint record venv install install-test check bench clean
 
 $(PY):
 	@echo "==> creating $(VENV) with $(PYTHON) and updating its pip"
@@ -46,6 +46,11 @@ run: install
 test: install-test
 	@echo "==> running the test suite (pytest -n 2)"
 	$(PY) -m pytest -n 2 -q
+
+# ruff and mypy on the package's own code (settings in pyproject.toml); CI runs it before the tests.
+lint: install-test
+	$(PY) -m ruff check kb_tools
+	$(PY) -m mypy
 
 # The committed record of snippet runs (kb/verified/), which the docs site shows: only this target
 # writes it (a test run records into build/verified/). ONLY=expr runs the entries pytest -k selects.

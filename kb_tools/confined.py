@@ -147,6 +147,7 @@ def lint_in_child(jobs: list, seconds: float = LINT_SECONDS) -> list:
 def _child() -> None:
     """The child's side of lint_in_child: jobs as JSON on stdin, {"findings"} or {"error"} on stdout."""
     findings = []
+    answer: dict
     try:
         for job in json.loads(sys.stdin.buffer.read()):
             text = job["code"] if "code" in job else read_script(job["path"], job["file"])

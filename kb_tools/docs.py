@@ -97,7 +97,7 @@ def mcp_tool_list(kb) -> str:
         props, required = tool.input_schema.get("properties", {}), set(tool.input_schema.get("required") or ())
         params = ", ".join(name if name in required else f"{name}={props[name].get('default')!r}".replace("'", "")
                            for name in props)
-        lines.append(f"- `{tool.name}({params})`: {' '.join(tool.description.split())}")
+        lines.append(f"- `{tool.name}({params})`: {' '.join((tool.description or '').split())}")
     return "\n".join(lines)
 
 

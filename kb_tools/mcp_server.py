@@ -198,6 +198,7 @@ def build_server(kb_root: str | None) -> MCPServer:
             jobs, skipped = [{"path": "<code>", "code": code}], []
         else:
             roots, whose = await allowed_roots(ctx)
+            assert path is not None  # exactly one of code and path
             files, skipped = await anyio.to_thread.run_sync(confined_files, path, roots, whose)
             jobs = [{"path": shown, "file": real} for shown, real in files]
         findings = await anyio.to_thread.run_sync(lint_in_child, jobs) if jobs else []

@@ -19,7 +19,8 @@ DESCRIPTION = ("Read Python training scripts and report the mistakes of the KB's
 def run(args) -> int:
     """Find the KB's mistakes in training scripts; exit 1 when something is found."""
     from kb_tools.lint.engine import RULES, lint_paths, python_files
-    split = lambda v: [c.strip() for c in v.split(",") if c.strip()] if v else None  # noqa: E731
+    def split(value):
+        return [c.strip() for c in value.split(",") if c.strip()] if value else None
     if args.list_rules:
         rows = [{"code": code, "name": name, "entry": entry} for code, (name, entry, _) in RULES.items()]
         if args.json:
@@ -45,7 +46,8 @@ def run(args) -> int:
 
 
 def add_arguments(p):
-    p.add_argument("paths", nargs="*", metavar="PATH", help="Python files, or folders to search for them; - reads one script from standard input")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="Python files, or folders to search for them; - reads one script from standard input")
     p.add_argument("--select", metavar="CODES", help="only these rules (comma-separated codes or prefixes)")
     p.add_argument("--ignore", metavar="CODES", help="skip these rules (comma-separated codes or prefixes)")
     p.add_argument("--list-rules", action="store_true", help="every rule: code, name, the entry it detects")

@@ -39,6 +39,7 @@ def run(args) -> int:
                                     stdout=subprocess.PIPE, text=True, errors="replace", bufsize=1)
         except OSError as exc:
             raise KBError(f"cannot start the snippet: {exc.strerror or exc}") from None
+        assert proc.stdout is not None  # a pipe
         for line in proc.stdout:
             sys.stdout.write(line)
             sys.stdout.flush()

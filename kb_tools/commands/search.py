@@ -22,7 +22,8 @@ SEARCH_OPTIONS = (
     (("--json",), "json", "flag", False, "a JSON array: id, title, area, score, matched, low_confidence"),
     (("--lexical",), "lexical", "flag", False,
      "rank by words only (BM25 with synonyms), without the sentence embeddings"),
-    (("--from-lint",), "from_lint", str, None, "instead of a query: the entries for what `kb lint` finds in FILE (- reads standard input)"),
+    (("--from-lint",), "from_lint", str, None,
+     "instead of a query: the entries for what `kb lint` finds in FILE (- reads standard input)"),
 )
 
 

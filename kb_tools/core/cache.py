@@ -154,7 +154,8 @@ class Table:
     __slots__ = ("header", "_records", "_blob", "_offsets")
 
     def __init__(self, header: dict, records: dict | None = None, blob=None, offsets: dict | None = None):
-        self.header, self._records, self._blob, self._offsets = header, records, blob, offsets
+        self.header, self._records, self._blob = header, records, blob
+        self._offsets: dict = offsets if offsets is not None else {}  # read only when there are no records
 
     def has(self, key) -> bool:
         if self._records is not None:

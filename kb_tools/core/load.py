@@ -193,7 +193,9 @@ def _check_fields(data: dict, spec: dict, path: str, col: _Collector, kind: str)
     Returns the names of the fields that failed, so no invalid value reaches the KB."""
     bad = set()
     lines = data.get("__lines__", {})
-    at = lambda f: lines.get(f, data.get("__line__", 1))  # noqa: E731
+
+    def at(field: str) -> int:
+        return lines.get(field, data.get("__line__", 1))
     for field, value in data.items():
         if not isinstance(field, str):  # `1: x` or `true: x` loads with a non-text key
             col.add(path, at(str(field)), "KB005", str(field), f"unknown {kind} field (a field name is a word)")
@@ -453,7 +455,8 @@ def _front_matter_lines(head: list) -> dict:
 
 def _check_provenance(meta: dict, rel: str, lines: dict, col: _Collector):
     """kind/retells agreement, complete provenance and well-formed hashes; returns retells."""
-    at = lambda f: lines.get(f, 1)  # noqa: E731
+    def at(field: str) -> int:
+        return lines.get(field, 1)
     kind, retells = meta.get("kind"), meta.get("retells")
     if kind == "secondary" and retells is None:
         col.add(rel, at("kind"), "KB020", "retells",
@@ -605,8 +608,7 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             col.add(rel, lines.get("snippet_kind", 1), "KB018", "snippet_note",
                     "a diagnostic snippet must say why the bug itself is not reproduced")
         # validated first: a field that failed its check is left out, never indexed or cached
-        listed = lambda f: [v for v in (data.get(f) or []) if isinstance(v, str)] if isinstance(data.get(f), list) and f not in bad else []  # noqa: E731
-        text = lambda f: None if f in bad else data.get(f)  # noqa: E731
+        listed, text = _valid_readers(data, bad)
         entries[eid] = Entry(
             id=eid, title=text("title"), area=text("area"), tags=listed("tags"),
             aliases=listed("aliases"), symptoms=listed("symptoms"), cause=text("cause"),
@@ -631,6 +633,18 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
                         f"copy the lines the snippet runs")
     _check_references(entries, quotes, col)
     return entries
+
+
+def _valid_readers(data: dict, bad: set) -> tuple:
+    """(listed, text): an entry's list and text fields as they go into the KB, a field that failed its
+    check read as empty (validated first: a bad value is never indexed or cached)."""
+    def listed(field: str) -> list:
+        value = data.get(field)
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) and field not in bad else []
+
+    def text(field: str):
+        return None if field in bad else data.get(field)
+    return listed, text
 
 
 def _citations(data: dict, rel: str, col: _Collector) -> list:

@@ -114,7 +114,8 @@ def _scan(top: str, suffixes: tuple, found: list | None = None, skipped: list | 
                 if entry.is_file():
                     found.append(entry)
                 elif skipped is not None:
-                    skipped.append((entry.path, "cannot read: not a regular file (a dangling link, a link loop, a FIFO or a device)"))
+                    skipped.append((entry.path, "cannot read: not a regular file (a dangling link, a link loop, "
+                                                "a FIFO or a device)"))
         except OSError as exc:
             if skipped is not None:
                 skipped.append((entry.path, f"cannot read: {exc.strerror or exc}"))
@@ -135,6 +136,7 @@ def entry_key(entry, suffixes: tuple) -> tuple:
     """One directory entry in the signature: its path and type, a link's target, and for a file
     the loader reads, stat_key. Types from the folder listing (no stat for them) and never an
     open: a FIFO stays unopened."""
+    key: tuple
     try:
         if entry.is_symlink():
             key = (entry.path, "link", os.readlink(entry.path))
@@ -152,7 +154,7 @@ def entry_key(entry, suffixes: tuple) -> tuple:
 def code_stamp(*modules: str) -> tuple:
     """The size and mtime of package modules (paths under kb_tools/): changes when any is edited
     or replaced by an upgrade, so data cached by older code is never read as current."""
-    out = []
+    out: list[tuple] = []
     for module in modules:
         try:
             st = os.stat(os.path.join(PACKAGE_DIR, module))

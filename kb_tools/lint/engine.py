@@ -157,7 +157,8 @@ def lint_file(name: str, select=None, ignore=None) -> list:
     """The findings in one file (STDIN: standard input); a file that cannot be read or parsed is
     one UNLINTABLE finding, at the line Python names when it has one."""
     path = STDIN_NAME if name == STDIN else name
-    unlintable = lambda line, col, why: [Finding(path, line or 1, col or 1, UNLINTABLE, why, None)]  # noqa: E731
+    def unlintable(line, col, why) -> list:
+        return [Finding(path, line or 1, col or 1, UNLINTABLE, why, None)]
     try:
         data = _read_script(name)
     except OSError as exc:

@@ -43,7 +43,8 @@ def index_parts(kb, embedder=None, dense: bool = True) -> tuple:
     """
     phrases = build_phrase_table(kb.synonyms)
     longest = max((len(k) for k in phrases), default=1)
-    ids, areas, tags, lengths, postings, records = [], [], [], [], {}, {}
+    ids, areas, tags, lengths, postings = [], [], [], [], {}
+    records: dict = {}
     for idx, e in enumerate(kb.entries.values()):
         ids.append(e.id)
         areas.append(e.area)

@@ -222,7 +222,7 @@ def _finalize(value):
 
 # ---------------------------------------------------------------- inputs
 
-def load_results(path: str | None):
+def load_results(path: str | None) -> dict | None:
     """The verified snippet runs (kb/verified/results.json), or None when there is none;
     a malformed file is a SiteError naming file and field."""
     from kb_tools.snippets import verified
@@ -230,7 +230,9 @@ def load_results(path: str | None):
         runs = verified.load_results(path)
     except verified.VerifiedError as exc:
         raise SiteError(str(exc)) from None
-    return None if runs is None else {"runs": runs, "dir": os.path.dirname(os.path.abspath(path))}
+    if runs is None or path is None:
+        return None
+    return {"runs": runs, "dir": os.path.dirname(os.path.abspath(path))}
 
 
 def _source_lines(kb, source) -> list:
@@ -678,7 +680,7 @@ def write_docs(docs_dir: str, pages: dict) -> int:
     """Make docs_dir hold exactly `pages`; returns how many files changed."""
     changed = sum(_write(os.path.join(docs_dir, rel), text) for rel, text in pages.items())
     keep = {os.path.normpath(os.path.join(docs_dir, rel)) for rel in pages}
-    for dirpath, dirnames, filenames in os.walk(docs_dir, topdown=False):
+    for dirpath, _, filenames in os.walk(docs_dir, topdown=False):
         for f in filenames:
             p = os.path.normpath(os.path.join(dirpath, f))
             if p not in keep:
@@ -952,7 +954,7 @@ def _unwritable(exc: OSError, building: str | None = None, out: str | None = Non
     """A folder or file of the build that cannot be made or written, in one line; a path in the
     site being built (`building`) is named as it will be under `out`."""
     name = str(exc.filename or "the site")
-    if building and (name == building or name.startswith(building + os.sep)):
+    if building and out and (name == building or name.startswith(building + os.sep)):
         name = out + name[len(building):]
     return SiteError(f"{name}: cannot write there: {exc.strerror or exc}")
 

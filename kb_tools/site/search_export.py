@@ -109,7 +109,7 @@ def files(kb, templates: str, data_dir: str = embed.DATA_DIR) -> dict:
     for name in (SCRIPT, STYLE):
         with open(os.path.join(templates, name), encoding="utf-8") as fh:
             out[f"search/{name}"] = fh.read()
-    if data["embed"]:
+    if data["embed"] and table:
         for name, blob in table.items():
             out[f"search/{name}"] = blob
     return out

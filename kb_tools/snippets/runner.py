@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from kb_tools import PACKAGE_DIR
 from kb_tools.core.util import PROSE_FIELDS
@@ -35,7 +36,7 @@ TORCHRUN_PROCS = 2
 class SnippetRun:
     """What one run of a snippet did."""
 
-    entry: object
+    entry: Any  # the model's Entry (or an edited copy of it)
     device: str
     returncode: int | None
     stdout: str
@@ -273,10 +274,12 @@ class ForkServer:
         self.proc = subprocess.Popen([sys.executable, "-m", "kb_tools.snippets.server"], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      text=True, cwd=os.path.dirname(PACKAGE_DIR))
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self._to, self._from = self.proc.stdin, self.proc.stdout
         self._reply()  # {"ready": true}: torch is imported and warm
 
     def _reply(self) -> dict:
-        line = self.proc.stdout.readline()
+        line = self._from.readline()
         if not line:
             self.log.seek(0)
             tail = "\n".join(self.log.read().strip().splitlines()[-20:])
@@ -284,14 +287,14 @@ class ForkServer:
         return json.loads(line)
 
     def run(self, request: dict) -> dict:
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
+        self._to.write(json.dumps(request) + "\n")
+        self._to.flush()
         return self._reply()
 
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.close()
+                self._to.close()
                 self.proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()

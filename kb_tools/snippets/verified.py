@@ -245,7 +245,9 @@ def load_curves(directory: str | None, entry_id: str) -> dict | None:
         raise VerifiedError(f"{path}: expected an object with \"bug\" and \"fix\"")
     for name in ("bug", "fix"):
         points = data.get(name)
-        ok = isinstance(points, list) and points and all(
+        if not isinstance(points, list):
+            raise VerifiedError(f"{path}: {name}: expected a non-empty list of [step, loss or null]")
+        ok = points and all(
             isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
             and (p[1] is None or (isinstance(p[1], (int, float)) and not isinstance(p[1], bool)
                                   and math.isfinite(p[1]))) for p in points)

@@ -159,13 +159,13 @@ def fetch(url: str, timeout: float = TIMEOUT, max_bytes: int = MAX_BYTES):
         if 300 <= exc.code < 400:
             raise EvidenceError(f"{_printable(url)}: too many redirects (a redirect loop?), "
                                 f"last HTTP {exc.code}") from None
-        raise EvidenceError(f"{_printable(url)}: HTTP {exc.code} {_printable(str(exc.reason).splitlines()[0] if exc.reason else '')}") from None
+        reason = _printable(str(exc.reason).splitlines()[0] if exc.reason else "")
+        raise EvidenceError(f"{_printable(url)}: HTTP {exc.code} {reason}") from None
     except Exception as exc:  # noqa: BLE001 (one line for anything the network throws)
         if watch.expired:
             raise EvidenceError(f"{_printable(url)}: no answer within {timeout:g}s (--timeout)") from None
-        if isinstance(exc, urllib.error.URLError):
-            exc = exc.reason
-        if isinstance(exc, (socket.timeout, TimeoutError)):
+        cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(cause, (socket.timeout, TimeoutError)):
             raise EvidenceError(f"{_printable(url)}: no answer within {timeout:g}s (--timeout)") from None
         if isinstance(exc, (OSError, ValueError, http.client.HTTPException, EOFError)) or isinstance(exc, str):
             raise EvidenceError(f"{_printable(url)}: {_printable(' '.join(str(exc).split()))}") from None
@@ -281,11 +281,13 @@ def html_to_text(html: str) -> tuple:
     for name, key in (("author", "author"), ("article:published_time", "published"),
                       ("citation_publication_date", "published"), ("og:title", "title")):
         tag = soup.find("meta", attrs={"name": name}) or soup.find("meta", attrs={"property": name})
-        if tag and tag.get("content") and key not in meta:
-            meta[key] = " ".join(tag["content"].split())
+        content = tag.get("content") if tag else None
+        if isinstance(content, str) and content and key not in meta:
+            meta[key] = " ".join(content.split())
     canonical = soup.find("link", rel="canonical")
-    if canonical and canonical.get("href", "").startswith(("http://", "https://")):
-        meta["url"] = canonical["href"]
+    href = canonical.get("href") if canonical else None
+    if isinstance(href, str) and href.startswith(("http://", "https://")):
+        meta["url"] = href
     for tag in soup(list(_DROP_TAGS)):
         tag.decompose()
     body = soup.body or soup

@@ -110,7 +110,7 @@ def split_quote(text: str) -> tuple:
     """(parts, gaps): gaps[k] is how many source words may lie between part k-1 and part k
     (None: any number, after an elision; MAX_EDITORIAL after an editorial insertion)."""
     parts, gaps = [], []
-    for n, chunk in enumerate(_ELISION.split(text or "")):
+    for chunk in _ELISION.split(text or ""):
         loose = True
         for piece in _EDITORIAL.split(chunk) if "[" in chunk else (chunk,):
             toks = tokens_of(piece)
@@ -139,7 +139,7 @@ class Passage:
             self.offsets.append(pos)
             pos += len(w) + 1
         self.joined = " " + " ".join(self.words) + " "
-        self._index = None
+        self._index: dict | None = None
 
     def find_all(self, words: list) -> list:
         """Token indexes where `words` occur contiguously."""
@@ -330,7 +330,7 @@ class PackageTexts:
                     texts[dotted] = {"segments": object_segments(dotted)}
                 except LookupError as exc:
                     texts[dotted] = {"error": str(exc)}
-                except Exception as exc:  # an import that fails for its own reasons
+                except Exception as exc:  # noqa: BLE001 - an import that fails for its own reasons
                     texts[dotted] = {"error": f"importing it failed: {type(exc).__name__}: {exc}"}
             self._dirty.add(package)
         found = texts[dotted]
@@ -588,16 +588,16 @@ def _locate(parts: list, passages: list, cited, gaps=None):
     if fallback:
         return fallback
     # some part is not verbatim anywhere: find the nearest passage for the first such part
-    best = None
+    nearest = None
     for k, w in enumerate(words):
         if any(p.find_all(w) for p in passages):
             continue
         for p in passages:
             score, start, end = p.nearest(w)
-            if best is None or score > best.score:
-                best = Placement("fuzzy", p, score=score, start=start, end=end, part=k)
+            if nearest is None or score > nearest.score:
+                nearest = Placement("fuzzy", p, score=score, start=start, end=end, part=k)
         break
-    return best or Placement("fuzzy")
+    return nearest or Placement("fuzzy")
 
 
 def check_quote(quote, ctx: Context):

@@ -119,7 +119,7 @@ class MiniLMEncoder:
         for layer in range(MODEL_LAYERS):
             p = f"encoder.layer.{layer}."
 
-            def linear(h, name):  # on (tokens, features): one 2-D matmul, which BLAS runs fastest
+            def linear(h, name, p=p):  # on (tokens, features): one 2-D matmul, which BLAS runs fastest
                 return h @ w[p + name + ".weight"].T + w[p + name + ".bias"]
 
             def split(h):
