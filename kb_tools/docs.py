@@ -75,6 +75,39 @@ def command_usage() -> str:
     return "```text\n" + "\n\n".join(parts) + "\n```"
 
 
+# Where each kind of addition goes: (what, [(path in the checkout, what to do there)]). Generated into
+# CONTRIBUTING.md; a path that no longer exists stops the generation, so the section cannot go stale.
+WHERE_TO_ADD = (
+    ("an entry", [("kb/entries/", "one YAML file under its area's folder (fields below)"),
+                  ("tests/fix_removed/", "the edits that undo its fix, which must make its snippet fail")]),
+    ("a field of an entry", [("kb_tools/core/load.py", "its row in ENTRY_FIELDS (type, required, meaning) and its check"),
+                             ("kb_tools/core/model.py", "its slot on Entry"),
+                             ("kb_tools/render/sections.py", "a Part, if readers should see it: kb show, the MCP "
+                                                             "show tool, the Markdown copies and the site page follow")]),
+    ("a lint rule", [("kb_tools/lint/rules/", "one module: CODE, NAME, ENTRY, MESSAGE, check() and the docstring "
+                                              "sections README's rule table is made from"),
+                     ("tests/lint/cases.yaml", "bad examples it must flag and look-alikes it must not")]),
+    ("a command", [("kb_tools/commands/", "one module: NAME, SUMMARY, DESCRIPTION, add_arguments(), run()"),
+                   ("kb_tools/commands/__init__.py", "its name in ORDER (README's usage blocks follow)")]),
+    ("a page of the site", [("site_templates/", "its jinja2 template"),
+                            ("kb_tools/site/build.py", "one render() call in render_pages")]),
+    ("an MCP tool", [("kb_tools/mcp_server.py", "one @tool function in build_server (README's tool list follows)")]),
+    ("a search embedder", [("kb_tools/search/embedders/", "one module with load(), and its line in LOADERS")]),
+)
+
+
+def where_to_add() -> str:
+    """CONTRIBUTING's "where to add" table, each path checked to exist in this checkout."""
+    root = os.path.dirname(PACKAGE_DIR)
+    rows = ["| to add | where | what |", "|---|---|---|"]
+    for what, places in WHERE_TO_ADD:
+        for n, (path, how) in enumerate(places):
+            if not os.path.exists(os.path.join(root, path)):
+                raise KBError(f"docs.WHERE_TO_ADD names {path}, which is not in the checkout: update it")
+            rows.append(f"| {what if n == 0 else ''} | `{path}` | {_cell(how)} |")
+    return "\n".join(rows)
+
+
 def lint_rule_table() -> str:
     """Every lint rule from its module (kb_tools/lint/rules/): code, name, the entry it points to,
     and the first sentence of what it finds."""
@@ -264,6 +297,7 @@ def blocks(kb) -> dict:
         "verify-codes": code_table(VERIFY_CODES, "kind"),
         "command-usage": command_usage(),
         "lint-rules": lint_rule_table(),
+        "where-to-add": where_to_add(),
         "mcp-tools": mcp_tool_list(kb),
         "shipped-counts": shipped_counts(kb),
         "shipped-sources": shipped_sources(kb),

@@ -9,7 +9,6 @@ tests/real_reports/dev.yaml and test.yaml (atomically); tune on dev only.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 
@@ -18,18 +17,9 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kb_tools.core.util import write_atomic  # noqa: E402
+from kb_tools.search.evaluate import side, thread_key  # noqa: E402
 
 OUT = os.path.join(ROOT, "tests", "real_reports")
-TEST_SHARE = 0.5
-
-
-def thread_key(url: str) -> str:
-    return url.split("#")[0].split("?")[0].rstrip("/").lower()
-
-
-def side(url: str) -> str:
-    digest = hashlib.sha256(thread_key(url).encode()).digest()
-    return "test" if int.from_bytes(digest[:8], "big") / 2 ** 64 < TEST_SHARE else "dev"
 
 
 def main(paths) -> int:

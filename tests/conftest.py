@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import time
 
+import pytest
 from treeguard import git_status
 
 # The suite builds hundreds of throw-away KBs, each with its own cache files: they go to one folder
@@ -19,6 +20,22 @@ SUITE_CACHE = "KB_TESTS_CACHE_DIR"
 if SUITE_CACHE not in os.environ:
     os.environ[SUITE_CACHE] = tempfile.mkdtemp(prefix="kb-tests-cache-")
 os.environ["KB_CACHE_DIR"] = os.environ[SUITE_CACHE]
+
+@pytest.fixture(scope="session")
+def shipped_kb():
+    """The shipped KB, parsed once per session (per xdist worker), never at collection."""
+    from kb_tools.core.load import load_kb
+    kb = load_kb(use_cache=False)
+    assert not kb.problems, "\n".join(map(str, kb.problems))
+    return kb
+
+
+@pytest.fixture(scope="session")
+def shipped_index(shipped_kb):
+    """The search index of the shipped KB, with the vectors `kb search` uses, built once per session."""
+    from kb_tools.search.index import build_index
+    return build_index(shipped_kb)
+
 
 _RUNS = {}
 _ITEM_NAME = re.compile(r"::([a-z0-9-]+)\[(cpu|cuda)\]$")

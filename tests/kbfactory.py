@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import textwrap
 
+# A guard against a hang, never a speed check (speed is measured in bench/, as a ratio against a
+# baseline run in the same invocation): a call that must stop on its own within a second or two is
+# allowed this long before a test calls it hung, far beyond what load can stretch it to.
+HANG_S = 60.0
+
 import yaml
 
 SNIPPET = textwrap.dedent("""\
@@ -94,3 +99,13 @@ def make_kb(root, entries=None):
                                                          "training diverges with fp16"])]:
         write_entry(root, data)
     return root / "kb"
+
+
+def shipped_entry_ids() -> list:
+    """The shipped KB's entry ids, from its file names alone: tests parametrize over them at
+    collection without parsing the KB (the parsed KB is the session fixture `shipped_kb`)."""
+    import os
+    top = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kb", "entries")
+    return sorted(name[:-5] for area in sorted(os.listdir(top)) if os.path.isdir(os.path.join(top, area))
+                  for name in os.listdir(os.path.join(top, area)) if name.endswith(".yaml"))
+

@@ -120,3 +120,12 @@ def test_an_example_that_no_longer_runs_as_shown_is_a_one_line_error(example, me
     with pytest.raises(KBError) as caught:
         docs.run_example(example, ROOT)
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_where_to_add_names_only_paths_that_exist(monkeypatch):
+    """CONTRIBUTING's "where to add" table is generated with every path checked: a folder that is
+    moved or renamed stops the generation (and so fails the docs check) instead of going stale."""
+    assert "kb_tools/lint/rules/" in docs.where_to_add()
+    monkeypatch.setattr(docs, "WHERE_TO_ADD", docs.WHERE_TO_ADD + (("a thing", [("kb_tools/nowhere/", "x")]),))
+    with pytest.raises(KBError, match="kb_tools/nowhere/"):
+        docs.where_to_add()

@@ -14,7 +14,7 @@ import pytest
 
 from kb_tools.snippets import runner as snippets
 from kb_tools.core.load import load_kb
-from kbfactory import entry, make_kb
+from kbfactory import shipped_entry_ids, entry, make_kb
 
 PRINTS_58 = "import torch\nprint('figure dead_units: 58%')\nprint('58% of units dead')\n"
 
@@ -75,15 +75,14 @@ def test_malformed_figures_are_a_one_line_kb004(tmp_path, figures, message):
 # ---------------------------------------------------------------- snippet rules for every entry
 
 STDLIB = set(sys.stdlib_module_names)
-KB = load_kb(use_cache=False)
 
 
-@pytest.mark.parametrize("eid", list(KB.entries))
-def test_snippet_imports_torch_and_stdlib_only_and_runs_from_stdin(eid):
+@pytest.mark.parametrize("eid", shipped_entry_ids())
+def test_snippet_imports_torch_and_stdlib_only_and_runs_from_stdin(shipped_kb, eid):
     """CONTRIBUTING's rule: torch and the standard library only (no numpy, which torch does
     not require), and nothing that needs the program to be a file: `kb snippet ID | python`
     has no source to read back (`inspect.getsource`) and no `__file__`."""
-    tree = ast.parse(KB.entries[eid].snippet)
+    tree = ast.parse(shipped_kb.entries[eid].snippet)
     for node in ast.walk(tree):
         names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
             [node.module or ""] if isinstance(node, ast.ImportFrom) else []

@@ -5,6 +5,8 @@ failure is reported at the YAML line that holds the failing snippet line.
 """
 from __future__ import annotations
 
+import functools
+import os
 import platform
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from kb_tools.snippets import runner as snippets
 from kb_tools.snippets import verified
 from kb_tools.core.load import load_kb
+from kb_tools.core.locate import find_kb_root
 
 
 class SnippetFailed(Exception):
@@ -24,10 +27,29 @@ class FiguresDrifted(Exception):
         self.run, self.problems = run, problems
 
 
+@functools.lru_cache(maxsize=None)
+def loaded_kb(root: str):
+    """The KB under test, parsed once per process when its first snippet runs (not at collection)."""
+    kb = load_kb(root, use_cache=False)
+    assert not kb.problems, "\n".join(map(str, kb.problems))
+    return kb
+
+
+def entry_ids(root: str) -> list:
+    """The entries' ids from their file names: enough to collect one item per (entry, device)."""
+    top = os.path.join(root, "entries")
+    return sorted(name[:-5] for area in sorted(os.listdir(top)) if os.path.isdir(os.path.join(top, area))
+                  for name in os.listdir(os.path.join(top, area)) if name.endswith(".yaml"))
+
+
 class SnippetItem(pytest.Item):
-    def __init__(self, *, entry, device, kb_root, **kwargs):
+    def __init__(self, *, entry_id, device, kb_root, **kwargs):
         super().__init__(**kwargs)
-        self.entry, self.device, self.entry_kb_root = entry, device, kb_root
+        self.entry_id, self.device, self.entry_kb_root = entry_id, device, kb_root
+
+    @property
+    def entry(self):
+        return loaded_kb(self.entry_kb_root).entries[self.entry_id]
 
     def runtest(self):
         reason = snippets.device_skip_reason(self.entry, self.device)
@@ -66,17 +88,16 @@ class SnippetItem(pytest.Item):
         return f"{run.entry.path}:{line}: snippet {what} on {run.device}\n{tail}\n--- stdout ---\n{run.stdout[-2000:]}"
 
     def reportinfo(self):
-        return self.entry.path, self.entry.snippet_line - 1, self.name
+        return os.path.join(self.entry_kb_root, "entries"), 0, self.name
 
 
 class SnippetSuite(pytest.File):
     def collect(self):
-        kb = load_kb(use_cache=False)
-        assert not kb.problems, "\n".join(map(str, kb.problems))
-        for entry in kb.entries.values():
+        root = find_kb_root()
+        for entry_id in entry_ids(root):
             for device in snippets.DEVICES:
-                yield SnippetItem.from_parent(self, name=f"{entry.id}[{device}]", entry=entry, device=device,
-                                              kb_root=kb.root)
+                yield SnippetItem.from_parent(self, name=f"{entry_id}[{device}]", entry_id=entry_id, device=device,
+                                              kb_root=root)
 
 
 def torch_version() -> str:

@@ -2,6 +2,8 @@
 ranking (rapidfuzz over the fields), kept as the baseline the benchmarks compare with."""
 from __future__ import annotations
 
+import hashlib
+
 from kb_tools.search.rank import Hit, QueryError, rank, validate_query
 
 
@@ -46,6 +48,23 @@ def rank_fuzzy(entries, query: str, limit: int = 10) -> list:
 
 
 # ---------------------------------------------------------------- evaluation
+
+# The real-report splits: a report's side is decided by the sha256 of its thread's normalised URL
+# (no fragment, query or trailing slash), so two reports of one thread never straddle the split and
+# the assignment depends neither on order nor on the ranking (scripts/split_reports.py writes them).
+TEST_SHARE = 0.5
+
+
+def thread_key(url: str) -> str:
+    """A report's thread: its URL without fragment, query or trailing slash, lower-cased."""
+    return url.split("#")[0].split("?")[0].rstrip("/").lower()
+
+
+def side(url: str) -> str:
+    """"dev" or "test": the split a report of this thread belongs to."""
+    digest = hashlib.sha256(thread_key(url).encode()).digest()
+    return "test" if int.from_bytes(digest[:8], "big") / 2 ** 64 < TEST_SHARE else "dev"
+
 
 def load_queries(path: str) -> list:
     """Labelled queries: a list of {query, expect: [ids, best first], kind}."""
