@@ -225,3 +225,57 @@ def test_real_scripts_raise_at_most_one_false_alarm_per_ten_scripts():
             false_alarms += verdicts.get((f.code, f.line)) is not True
     assert unjudged == [], "judge these findings in MANIFEST.yaml:\n" + "\n".join(unjudged)
     assert false_alarms * 10 <= len(items)
+
+
+NEW_RULE = '''"""What it finds: a loss printed as a tensor inside the training loop.
+
+Why it hurts training: it does not; the rule exists to show that a rule is one module.
+
+Example:
+    print(loss)
+
+Use instead:
+    print(loss.item())
+"""
+import ast
+
+CODE, NAME, ENTRY = "KBL900", "print-loss-tensor", "log-actual-lr"
+MESSAGE = "a tensor printed in the loop"
+
+
+def check(a, emit):
+    for call in a.index.calls:
+        if isinstance(call.func, ast.Name) and call.func.id == "print" and call.args \\
+                and isinstance(call.args[0], ast.Name) and call.args[0].id == "loss":
+            emit(call, CODE)
+'''
+
+
+def test_a_new_rule_is_one_module_the_engine_finds(tmp_path, monkeypatch, capsys):
+    """The engine holds no per-rule code: a module in a rules folder is found, run, listed by
+    --list-rules and described in README's generated table, with nothing else changed."""
+    from kb_tools import docs
+    from kb_tools.lint import engine, rules
+    pkg = tmp_path / "more_rules"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "kbl900_print_loss_tensor.py").write_text(NEW_RULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    [module] = rules.discover(str(pkg), "more_rules")
+    monkeypatch.setattr(rules, "ALL", rules.ALL + [module])
+    monkeypatch.setitem(engine.RULE_MODULES, module.CODE, module)
+    monkeypatch.setitem(engine.RULES, module.CODE, (module.NAME, module.ENTRY, module.MESSAGE))
+    found = lint_source("for x in data:\n    loss = f(x)\n    print(loss)\n", "t.py")
+    assert [(f.code, f.line, f.entry) for f in found] == [("KBL900", 3, "log-actual-lr")]
+    assert cli.main(["lint", "--list-rules"]) == 0
+    assert "KBL900  print-loss-tensor" in capsys.readouterr().out
+    assert "| `KBL900` | `print-loss-tensor` | `log-actual-lr` | a loss printed as a tensor" in docs.lint_rule_table()
+
+
+@pytest.mark.parametrize("module", __import__("kb_tools.lint.rules", fromlist=["ALL"]).ALL, ids=lambda m: m.CODE)
+def test_every_rule_module_has_its_docstring_sections(module):
+    from kb_tools.lint.rules import SECTIONS
+    doc = module.__doc__ or ""
+    for section in SECTIONS:
+        assert f"{section}:" in doc, f"{module.__name__}: no `{section}:` section"
+    assert module.__name__.rsplit(".", 1)[-1].startswith(module.CODE.lower())

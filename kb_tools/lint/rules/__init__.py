@@ -13,10 +13,10 @@ from importlib import import_module
 SECTIONS = ("What it finds", "Why it hurts training", "Example", "Use instead")
 
 
-def _discover() -> list:
-    here = os.path.dirname(os.path.abspath(__file__))
-    names = sorted(f[:-3] for f in os.listdir(here) if f.startswith("kbl") and f.endswith(".py"))
-    return [import_module(f"{__name__}.{name}") for name in names]
+def discover(folder: str, package: str) -> list:
+    """Every rule module (kbl*.py) of `folder`, imported as `package`.<name>, in code order."""
+    names = sorted(f[:-3] for f in os.listdir(folder) if f.startswith("kbl") and f.endswith(".py"))
+    return [import_module(f"{package}.{name}") for name in names]
 
 
-ALL = _discover()
+ALL = discover(os.path.dirname(os.path.abspath(__file__)), __name__)
