@@ -510,6 +510,17 @@ def _args_mcp(p):
     pass
 
 
+def _args_watch(p):
+    from kb_tools.watch.command import add_arguments  # lazily: kb_tools.watch is the only user of torch
+    add_arguments(p)
+
+
+def cmd_watch(args) -> int:
+    """Run a training script under instrumentation; exit 1 when something is found."""
+    from kb_tools.watch.command import run_command
+    return run_command(args)
+
+
 def _args_evidence(p):
     ev = p.add_subparsers(dest="evidence_command", metavar="ACTION", parser_class=type(p))
     ev.required = True
@@ -588,6 +599,12 @@ COMMANDS = {
         "python -m pip install 'mcp>=2.3,<3' (without it, kb mcp prints the command for its interpreter)."),
         _args_mcp, cmd_mcp),
     "evidence": ("manage cached sources under evidence/", None, _args_evidence, None),
+    "watch": ("run a training script under instrumentation and name what it shows; exit 1 when found", (
+        "Run a training script (kb watch -- python train.py ARGS, or torchrun ... train.py) with no change "
+        "to its code, and report what the run shows (a parameter with a gradient that never moves, "
+        "probabilities fed to cross_entropy, a gradient nothing clears, ...) with the KB entry that explains "
+        "it and the numbers measured. Exit 0 nothing found, 1 findings or the script failed, 2 usage."),
+        _args_watch, cmd_watch),
 }
 
 
