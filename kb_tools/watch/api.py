@@ -49,6 +49,7 @@ class Watch:
                 from kb_tools.watch.report import write_report
                 write_report(self.report_path, data)
             stream = self.stream or sys.stderr
+            sys.stdout.flush()  # the script's own output first, as a terminal shows it
             print(format_text(data, stream), file=stream)
             atexit.unregister(self.stop)
         return self.findings

@@ -244,10 +244,21 @@ class Session:
     # ------------------------------------------------------------ install / uninstall
 
     def install(self) -> None:
+        """Install the instrumentation; a session may be uninstalled and installed again (its state stays)."""
         from kb_tools.watch.hooks import Instrumentation
         if self.instrumentation is None:
             self.instrumentation = Instrumentation(self)
         self.instrumentation.install()
+        if not self._model_hooks:
+            for info in self.models:
+                if info.module is not None:
+                    self._hook_model(info.module)
+
+    def _hook_model(self, module) -> None:
+        try:
+            self._model_hooks.append(module.register_forward_pre_hook(self._model_pre_hook))
+        except RuntimeError:  # a ScriptModule: no hooks
+            pass
 
     def uninstall(self) -> None:
         if self.instrumentation is not None:
@@ -306,10 +317,8 @@ class Session:
                          trainable=sum(p.numel() for _, p in params if p.requires_grad))
         self.models.append(info)
         self._rebuild_names()
-        try:
-            self._model_hooks.append(module.register_forward_pre_hook(self._model_pre_hook))
-        except RuntimeError:  # a ScriptModule: no hooks
-            pass
+        if self.installed:
+            self._hook_model(module)
         return info
 
     def _rebuild_names(self) -> None:
@@ -563,14 +572,17 @@ class Session:
 
 
 def grad_norm_of(tensors) -> float:
-    """The 2-norm of all `tensors` together, as a float (inf or nan when one of them is)."""
+    """The 2-norm of all `tensors` together, as a float (inf or nan when one of them is): one
+    device synchronisation, whatever the number of tensors."""
     try:
         norms = torch._foreach_norm([t.detach() for t in tensors])
-    except (RuntimeError, TypeError, NotImplementedError):
+    except (RuntimeError, TypeError, NotImplementedError):  # sparse gradients, unusual devices
         norms = [t.detach().norm() for t in tensors]
-    device = norms[0].device
-    total = torch.linalg.vector_norm(torch.stack([n.to(device=device, dtype=torch.float64) for n in norms]))
-    return float(total)
+    try:
+        stacked = torch.stack(norms)
+    except RuntimeError:  # mixed devices or dtypes
+        stacked = torch.stack([n.to(device=norms[0].device, dtype=torch.float64) for n in norms])
+    return float(torch.linalg.vector_norm(stacked.double()))
 
 
 def finite(value: float) -> bool:

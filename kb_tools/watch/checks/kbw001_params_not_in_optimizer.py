@@ -8,8 +8,6 @@ step) changes, and is not reported.
 """
 from __future__ import annotations
 
-import weakref
-
 import torch
 
 from kb_tools.watch.checks import Check, created_at, names, plural
@@ -23,7 +21,10 @@ class _Tracked:
     __slots__ = ("ref", "name", "snapshot", "first_step", "verified", "grad_steps", "grad_norm", "changed", "numel")
 
     def __init__(self, p, name, snapshot, step):
-        self.ref, self.name, self.snapshot, self.first_step = weakref.ref(p), name, snapshot, step
+        # a strong reference: the last look (on_end) must see the parameter even when the run's
+        # own code has dropped it; only parameters outside every optimizer that got a gradient
+        # are held, of at most session.MAX_LISTED models
+        self.ref, self.name, self.snapshot, self.first_step = p, name, snapshot, step
         self.verified = step  # the last step at which it was seen unchanged
         self.grad_steps, self.grad_norm, self.changed, self.numel = 0, 0.0, False, p.numel()
 
@@ -59,7 +60,7 @@ class ParamsNotInOptimizer(Check):
         if same:
             t.verified = self.session.step
         else:
-            t.changed, t.snapshot = True, None
+            t.changed, t.snapshot, t.ref = True, None, None
         return same
 
     def on_step_pre(self, optimizer):
@@ -77,7 +78,7 @@ class ParamsNotInOptimizer(Check):
                     self.tracked.pop(key, None)  # added to an optimizer later
                     continue
                 t = self.tracked.get(key)
-                if t is not None and (t.changed or t.ref() is not p):
+                if t is not None and (t.changed or t.ref is not p):
                     continue
                 grad = p.grad
                 if grad is None or not bool(grad.detach().ne(0).any()):
@@ -91,9 +92,8 @@ class ParamsNotInOptimizer(Check):
 
     def on_end(self):
         for t in self.tracked.values():  # a last look, in case it moved after the last sampled step
-            p = t.ref()
-            if p is not None and not t.changed:
-                self._verify(t, p)
+            if not t.changed:
+                self._verify(t, t.ref)
 
     def findings(self) -> list:
         s = self.session

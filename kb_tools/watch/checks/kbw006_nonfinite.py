@@ -3,7 +3,7 @@
 Criterion: on a sampled step a loss value, or the total gradient norm at step(), is NaN or
 infinite. The finding gives the first such step; whether the gradient was already non-finite
 while the loss was still finite (the NaN is born in the backward pass, not the forward); the
-first module of that step's forward whose output was non-finite, and whether its own weights
+first module of the forward pass whose output was non-finite, and whether its own weights
 were already non-finite (poisoned by an earlier update); and whether the batch itself was.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 
 from kb_tools.watch.checks import Check, loss_where
 
-MAX_FLAGS = 4096  # module outputs remembered per step (a bound for long recurrent loops)
+MAX_OUTPUTS = 4096  # module outputs kept from one forward pass (a bound for long recurrent loops)
 
 
 def _first_tensor(value):
@@ -33,11 +33,10 @@ def _first_tensor(value):
     return None
 
 
-def _finite_flag(t):
-    """A 0-d tensor, True when every value of `t` is finite (read lazily: no sync unless needed)."""
+def _finite(t) -> bool:
     t = t.detach()
     total = t.sum(dtype=torch.float32) if t.dtype in (torch.float16, torch.bfloat16) else t.sum()
-    return torch.isfinite(total)
+    return bool(torch.isfinite(total))
 
 
 class NonFinite(Check):
@@ -50,38 +49,39 @@ class NonFinite(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.flags = []                # (module, finite flag) of this step's forward, in completion order
-        self.flags_step = None
-        self.loss_step = self.loss_value = self.loss_site = self.loss_kind = None
+        # the module outputs of the latest forward pass, in completion order; looked at only once a
+        # loss is non-finite, so a healthy run pays one list append per module on sampled steps
+        self.outputs = []
+        self.loss_step = self.loss_value = self.loss_site = self.loss_where = None
         self.grad_step = None
         self.grad_with_finite_loss = None
         self.loss_finite_at = None     # step of the last finite loss seen
         self.first_module = None       # (name, class, step, weights finite)
         self.batch_step = None
 
+    def on_root_forward(self, model, grad_enabled):
+        self.outputs = []  # a new forward pass: the previous one's outputs are not needed
+
     def on_module_forward(self, module, output, grad_enabled):
-        if self.first_module is not None:
-            return
-        t = _first_tensor(output)
-        if t is None or not t.is_floating_point() or t.numel() == 0:
-            return
-        if self.flags_step != self.session.step:
-            self.flags, self.flags_step = [], self.session.step
-        if len(self.flags) < MAX_FLAGS:
-            self.flags.append((module, _finite_flag(t)))
+        if self.first_module is None and len(self.outputs) < MAX_OUTPUTS:
+            t = _first_tensor(output)
+            if t is not None and t.is_floating_point() and t.numel():
+                self.outputs.append((module, t))
+
+    def on_step_post(self, optimizer):
+        self.outputs = []
 
     def _locate(self) -> None:
-        """Name the first module of this step whose output was non-finite."""
-        if self.first_module is not None or self.flags_step != self.session.step:
-            return
-        for module, flag in self.flags:
-            if not bool(flag):
-                own = [p for p in module.parameters(recurse=False)]
-                weights_finite = all(bool(torch.isfinite(p.detach()).all()) for p in own) if own else None
-                self.first_module = (self.session.module_name(module), type(module).__name__, self.session.step,
-                                     weights_finite)
-                break
-        self.flags = []
+        """Name the first module of the latest forward pass whose output was non-finite."""
+        if self.first_module is None:
+            for module, t in self.outputs:
+                if not _finite(t):
+                    own = list(module.parameters(recurse=False))
+                    weights_finite = all(bool(torch.isfinite(p.detach()).all()) for p in own) if own else None
+                    self.first_module = (self.session.module_name(module), type(module).__name__, self.session.step,
+                                         weights_finite)
+                    break
+        self.outputs = []
 
     def on_batch(self, loader, batch):
         if self.batch_step is not None:
@@ -94,13 +94,12 @@ class NonFinite(Check):
         out = call.output
         if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.numel() == 0:
             return
-        finite = bool(_finite_flag(out))
-        if finite:
+        if _finite(out):
             self.loss_finite_at = self.session.step
             return
         if self.loss_step is None:
-            self.loss_step, self.loss_site, self.loss_kind = self.session.step, call.site, loss_where(call)
-            self.loss_value = float(out.detach().float().sum()) if out.numel() else float("nan")
+            self.loss_step, self.loss_site, self.loss_where = self.session.step, call.site, loss_where(call)
+            self.loss_value = float(out.detach().float().sum())
         self._locate()
 
     def on_step_pre(self, optimizer):
@@ -123,8 +122,7 @@ class NonFinite(Check):
             if self.loss_step is not None:
                 parts.append(f"the loss followed at step {self.loss_step}")
         else:
-            parts.append(f"the loss became {_word(self.loss_value)} at step {self.loss_step} "
-                         f"({self.loss_kind})")
+            parts.append(f"the loss became {_word(self.loss_value)} at step {self.loss_step} ({self.loss_where})")
             if self.grad_step is not None and self.grad_step == self.loss_step:
                 parts.append("the gradient with it")
         if self.first_module is not None:
@@ -138,9 +136,8 @@ class NonFinite(Check):
         if self.batch_step is not None:
             parts.append(f"the input batch held non-finite values at step {self.batch_step}")
         first = min(s for s in (self.loss_step, self.grad_step) if s is not None)
-        evidence = {"loss_step": self.loss_step, "loss_value": self.loss_value, "loss": self.loss_kind,
-                    "loss_site": self.loss_site, "grad_step": self.grad_step,
-                    "grad_nonfinite_with_finite_loss": self.grad_with_finite_loss,
+        evidence = {"loss_step": self.loss_step, "loss_value": self.loss_value, "loss": self.loss_where,
+                    "grad_step": self.grad_step, "grad_nonfinite_with_finite_loss": self.grad_with_finite_loss,
                     "first_module": dict(zip(("name", "class", "step", "weights_finite"), self.first_module))
                     if self.first_module else None, "batch_step": self.batch_step}
         return [self.finding("; ".join(parts), evidence=evidence, where=self.loss_site or self.session.where(),

@@ -11,6 +11,8 @@ or BatchNorm layers, with no forward in training mode in the same step. A submod
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from kb_tools.watch.checks import Check, created_at, names, plural
@@ -24,10 +26,11 @@ _NORM = (torch.nn.modules.batchnorm._BatchNorm,)
 
 
 class _Model:
-    __slots__ = ("layers", "trained", "run", "run_step", "eval_forwards", "eval_step", "eval_site",
+    __slots__ = ("info", "layers", "trained", "run", "run_step", "eval_forwards", "eval_step", "eval_site",
                  "pending", "train_steps", "train_first")
 
-    def __init__(self, layers):
+    def __init__(self, info, layers):
+        self.info = info          # the session's ModelInfo: class and site, alive or not
         self.layers = layers      # [(name, module)] whose behaviour depends on the mode
         self.trained = None       # whether an optimizer holds its parameters (decided once)
         self.run = 0              # grad-free train-mode forwards in a row since the last step
@@ -49,14 +52,14 @@ class TrainEvalMode(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.models: dict[int, _Model] = {}
+        self.models: dict[int, _Model] = {}  # id(ModelInfo) -> state
 
     def _state(self, info, module) -> _Model:
-        st = self.models.get(id(module))
-        if st is None:
-            layers = [(f"{self.session.module_name(m)} ({type(m).__name__})", m) for m in module.modules()
+        st = self.models.get(id(info))
+        if st is None or st.info is not info:
+            layers = [(f"{self.session.module_name(m)} ({type(m).__name__})", weakref.ref(m)) for m in module.modules()
                       if (isinstance(m, _DROPOUT) and m.p > 0) or isinstance(m, _NORM)]
-            st = self.models[id(module)] = _Model(layers)
+            st = self.models[id(info)] = _Model(info, layers)
         return st
 
     def on_root_forward(self, info, grad_enabled):
@@ -74,7 +77,7 @@ class TrainEvalMode(Check):
             else:
                 st.pending = (s.step, s.backward_calls)
             return
-        if not module.training or not any(m.training for _, m in st.layers):
+        if not module.training or not any(getattr(m(), "training", False) for _, m in st.layers):
             return
         if st.trained is None:
             held = s.trainable_ids()
@@ -101,15 +104,11 @@ class TrainEvalMode(Check):
 
     def findings(self) -> list:
         out = []
-        s = self.session
-        for info in s.models:
-            module = info.module
-            st = self.models.get(id(module)) if module is not None else None
-            if st is None:
-                continue
+        for st in self.models.values():
+            info = st.info
             self._settle(st)
             if st.eval_forwards >= MIN_EVAL_FORWARDS:
-                active = [n for n, m in st.layers if m.training] or [n for n, _ in st.layers]
+                active = [n for n, m in st.layers if getattr(m(), "training", True)]
                 message = (f"{plural(st.eval_forwards, 'forward pass', 'forward passes')} of {info.cls} "
                            f"({created_at('model', info.site)}) ran under no_grad with the model in training mode, "
                            f"first at step {st.eval_step} (called at {st.eval_site}): its {names(active, 3)} "

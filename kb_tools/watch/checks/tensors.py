@@ -32,7 +32,8 @@ def are_probabilities(rows, tol: float = 1e-3) -> bool:
     """Every row in [0, 1] and summing to 1 within `tol`: already a softmax."""
     if rows.numel() == 0:
         return False
-    return bool(rows.min() >= 0) and bool(rows.max() <= 1) and bool(((rows.sum(-1) - 1).abs() <= tol).all())
+    low, high, off = torch.stack([rows.min(), rows.max(), (rows.sum(-1) - 1).abs().max()]).tolist()
+    return low >= 0 and high <= 1 and off <= tol
 
 
 def log_probability_share(rows, tol: float = 1e-2) -> float:
