@@ -42,6 +42,18 @@ class _Model:
         self.train_first = None
 
 
+def _effects(st: _Model, when: str) -> str:
+    """What the wrong mode does to the layers this model has."""
+    kinds = {name.rsplit("(", 1)[-1].rstrip(")") for name, _ in st.layers}
+    dropout = any("Dropout" in k for k in kinds)
+    norm = any("Norm" in k for k in kinds)
+    if when == "eval":
+        parts = (["dropout on"] if dropout else []) + (["BatchNorm using and updating batch statistics"] if norm else [])
+    else:
+        parts = (["dropout off"] if dropout else []) + (["BatchNorm statistics frozen"] if norm else [])
+    return ", ".join(parts)
+
+
 class TrainEvalMode(Check):
     __doc__ = __doc__
     code = "KBW012"
@@ -113,8 +125,7 @@ class TrainEvalMode(Check):
                            f"({created_at('model', info.site)}) ran under no_grad with the model in training mode, "
                            f"first at step {st.eval_step} (called at {st.eval_site}): its {names(active, 3)} "
                            f"{'is' if len(active) == 1 else 'are'} still in training mode while it is evaluated "
-                           f"(dropout on, BatchNorm using and updating batch statistics); call model.eval() before "
-                           f"evaluating and model.train() after")
+                           f"({_effects(st, 'eval')}); call model.eval() before evaluating and model.train() after")
                 out.append(self.finding(message, where=st.eval_site, step=st.eval_step, evidence={
                     "forwards": st.eval_forwards, "first_step": st.eval_step, "called_at": st.eval_site,
                     "layers": [n for n, _ in st.layers][:20]}))
@@ -122,8 +133,8 @@ class TrainEvalMode(Check):
                 message = (f"{info.cls} ({created_at('model', info.site)}) was trained in eval mode on "
                            f"{plural(st.train_steps, 'optimizer step')} from step {st.train_first}: its forward ran "
                            f"with grad enabled while the model was in eval mode, so {names([n for n, _ in st.layers], 3)} "
-                           f"{'does' if len(st.layers) == 1 else 'do'} not train (dropout off, BatchNorm statistics "
-                           f"frozen); call model.train() again after evaluating")
+                           f"{'behaves' if len(st.layers) == 1 else 'behave'} as in evaluation ({_effects(st, 'train')}); "
+                           f"call model.train() again after evaluating")
                 out.append(self.finding(message, where=info.site, step=st.train_first, confidence=0.8, evidence={
                     "steps": st.train_steps, "first_step": st.train_first,
                     "layers": [n for n, _ in st.layers][:20]}))
