@@ -53,6 +53,8 @@ def run_command(args) -> int:
         raise UsageError("watch: --steps must be at least 1")
     if args.every is not None and args.every < 1:
         raise UsageError("watch: --every must be at least 1")
+    if args.report:
+        args.report = os.path.abspath(args.report)  # the script may change the working directory
     plan = plan_command(command)
     if plan["mode"] == "inprocess":
         report = _run_here(plan, args)
@@ -239,7 +241,8 @@ def _run_child(plan: dict, args) -> dict:
                 reports.append(json.load(fh))
     if not reports:
         raise KBError(f"watch: {' '.join(plan['command'])} exited with status {proc.returncode} before "
-                      f"kb watch could report (see its output above)")
+                      f"kb watch could report (see its output above; torch and kb_tools must import in "
+                      f"{plan['exe'][0]})")
     report = merge_reports(reports, exit_status=_child_status(proc.returncode, reports), command=plan["command"])
     report["run"]["script"] = plan["target"]
     return report

@@ -49,8 +49,10 @@ class NonFinite(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        # the module outputs of the latest forward pass, in completion order; looked at only once a
-        # loss is non-finite, so a healthy run pays one list append per module on sampled steps
+        # the module outputs of the latest forward pass, in completion order, looked at only when
+        # the loss computed from them is non-finite: a healthy run pays one append per module on
+        # sampled steps. They are dropped as soon as a finite loss is seen, so no activation is
+        # held into the backward pass (which would raise its peak memory).
         self.outputs = []
         self.loss_step = self.loss_value = self.loss_site = self.loss_where = None
         self.grad_step = None
@@ -96,11 +98,25 @@ class NonFinite(Check):
             return
         if _finite(out):
             self.loss_finite_at = self.session.step
+            self.outputs = []
             return
         if self.loss_step is None:
             self.loss_step, self.loss_site, self.loss_where = self.session.step, call.site, loss_where(call)
             self.loss_value = float(out.detach().float().sum())
         self._locate()
+
+    def on_before_backward(self, tensors):
+        """The tensor backward() starts from: a loss even when no torch loss function made it."""
+        t = tensors[0] if tensors else None
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and 0 < t.numel() <= 1 << 16:
+            if _finite(t):
+                self.loss_finite_at = self.session.step
+            elif self.loss_step is None:
+                self.loss_step, self.loss_where = self.session.step, "the tensor backward() started from"
+                self.loss_value = float(t.detach().float().sum())
+                self.loss_site = self.session.where()
+                self._locate()
+        self.outputs = []  # never held into the backward pass
 
     def on_step_pre(self, optimizer):
         if self.grad_step is not None:
