@@ -1,10 +1,10 @@
 """A small classifier on synthetic data that trains without an error and does not learn.
 
 It holds three of the knowledge base's mistakes, the kind that hide in a real training
-script; `kb lint examples/train_buggy.py` finds them and names the entry for each, and
-`kb search --from-lint examples/train_buggy.py` lists those entries. Run it with
-`python examples/train_buggy.py` (torch, CPU, a few seconds): the loss stays where it
-started. The README's `kb lint` examples are generated from this file.
+script; `kb lint examples/train_buggy.py` finds them in the code, `kb search --from-lint`
+lists their entries, and `kb watch -- python examples/train_buggy.py` sees them at run time.
+Run it with `python examples/train_buggy.py` (torch, CPU, a few seconds): the loss stays
+where it started. The README's `kb lint` and `kb watch` examples are generated from this file.
 """
 import torch
 import torch.nn.functional as F

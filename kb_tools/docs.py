@@ -93,6 +93,10 @@ WHERE_TO_ADD = (
                             ("kb_tools/site/build.py", "one render() call in render_pages")]),
     ("an MCP tool", [("kb_tools/mcp_server.py", "one @tool function in build_server (README's tool list follows)")]),
     ("a search embedder", [("kb_tools/search/embedders/", "one module with load(), and its line in LOADERS")]),
+    ("a watch check", [("kb_tools/watch/checks/", "one module kbwNNN_<name>.py holding one Check subclass "
+                                                  "(README's check list follows)"),
+                       ("tests/watch/cases/", "a bug script that must get its finding and a fixed twin that must not, "
+                                              "under the entry's folder")]),
 )
 
 
@@ -204,6 +208,8 @@ EXAMPLES = {
         Example("kb lint examples/train_buggy.py", status=1),
         Example("kb search --from-lint examples/train_buggy.py"),
     ],
+    "example-watch": [Example("kb watch --steps 50 -- python examples/train_buggy.py", status=1)],
+    "example-watch-checks": [Example("kb watch --list-checks")],
 }
 EXAMPLE_TIMEOUT = 300  # seconds for one command (a snippet imports torch and trains)
 _example_blocks = {}   # (KB root, its signature) -> the example blocks, made once per process
@@ -219,7 +225,8 @@ def run_example(example: Example, checkout: str) -> str:
         raise KBError(f"example `{example.command}`: an example runs a kb command")
     # as a reader's shell runs it: the packaged ranking (not KB_MODEL_DIR's), no colour, this KB
     env = {k: v for k, v in os.environ.items() if k not in ("KB_PATH", "KB_MODEL_DIR", "FORCE_COLOR")}
-    env.update(NO_COLOR="1", COLUMNS="100", PYTHONPATH=os.path.dirname(PACKAGE_DIR))
+    env.update(NO_COLOR="1", COLUMNS="100", PYTHONPATH=os.path.dirname(PACKAGE_DIR),
+               PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))  # `python`: this venv's
     with tempfile.TemporaryDirectory(prefix="kb-docs-") as tmp:
         where = checkout
         if example.edit is not None:  # a changed copy: uncached, so no cache file is left for it

@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 
 ORDER = ("check", "search", "show", "lint", "snippet", "run", "list", "eval", "verify", "build", "serve",
-         "context", "export-skill", "mcp", "evidence")
+         "context", "export-skill", "mcp", "evidence", "watch")
 
 
 def module(name: str):

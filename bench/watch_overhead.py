@@ -1,0 +1,171 @@
+"""What `kb watch` costs a training step: a small CNN and a small transformer trained for the same
+steps with and without watching, in the same invocation.
+
+Each model trains in blocks of --steps steps in four modes, their order rotating from round to
+round so that load on a shared machine falls on all alike: unwatched; unwatched again (the A/A
+control: how far two identical modes differ here, the noise floor of the comparison); watched
+with the default sampling; and watched with every step sampled (the cost of a sampled step).
+Each step is timed twice: wall time, and the process's CPU time, which other people's work on a
+shared machine inflates less (with --threads 1 on CPU it is the step's own cost; on CUDA only
+wall time means anything). Each watched mode is one Session with every check, installed for its
+blocks and removed for the others, so its step counter and sampling run on as in one long run.
+Reported per model and clock: each mode's mean step time and its change from the unwatched mean
+(the cost over a long run), and the first 10 steps of the default session, all of them sampled.
+
+    python bench/watch_overhead.py [--steps 100] [--rounds 4] [--every 10] [--threads 1] [--device cpu] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from kb_tools.watch.session import DEFAULT_EVERY, Session  # noqa: E402
+
+
+class SmallCNN(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(0.2), nn.Linear(64, classes))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+class SmallTransformer(nn.Module):
+    def __init__(self, vocab=1000, d_model=64, heads=4, layers=2, seq=32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.pos = nn.Parameter(torch.zeros(seq, d_model))
+        layer = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=4 * d_model, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.norm = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab)
+
+    def forward(self, tokens):
+        h = self.encoder(self.embed(tokens) + self.pos)
+        return self.lm_head(self.norm(h))
+
+
+def cnn_setup(device):
+    torch.manual_seed(0)
+    model = SmallCNN().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    criterion = nn.CrossEntropyLoss()
+    x, y = torch.randn(32, 3, 32, 32, device=device), torch.randint(0, 10, (32,), device=device)
+
+    def step():
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    return step
+
+
+def transformer_setup(device):
+    torch.manual_seed(0)
+    model = SmallTransformer().to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    tokens = torch.randint(0, 1000, (16, 33), device=device)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+
+    def step():
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        optimizer.step()
+    return step
+
+
+def timed_block(step, steps: int, sync) -> tuple:
+    """(wall seconds, CPU seconds) of each of `steps` steps."""
+    wall, cpu = [], []
+    for _ in range(steps):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        step()
+        sync()
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return wall, cpu
+
+
+MODES = ("plain", "plain again", "watched", "every step")
+
+
+def measure(name: str, setup, steps: int, rounds: int, every: int, device: str) -> dict:
+    step = setup(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    timed_block(step, 10, sync)  # allocator and kernels warm before anything is timed
+    sessions = {"watched": Session(every=every), "every step": Session(every=1)}
+    sessions["watched"].install()
+    first = timed_block(step, sessions["watched"].warmup, sync)  # its warmup steps: every one sampled
+    sessions["watched"].uninstall()
+    plain_first = timed_block(step, sessions["watched"].warmup, sync)
+    times = {mode: ([], []) for mode in MODES}
+    for r in range(rounds):
+        for mode in MODES[r % 4:] + MODES[:r % 4]:
+            session = sessions.get(mode)
+            if session is not None:
+                session.install()
+            wall, cpu = timed_block(step, steps, sync)
+            if session is not None:
+                session.uninstall()
+            times[mode][0].extend(wall)
+            times[mode][1].extend(cpu)
+    ms = lambda xs: 1e3 * statistics.fmean(xs)  # noqa: E731
+    out = {"model": name, "device": device, "steps_per_mode": len(times["plain"][0]), "every": every,
+           "sampled_steps": sessions["watched"].sampled_steps,
+           "findings": sorted({f["code"] for s in sessions.values() for f in s.findings()})}
+    for i, clock in enumerate(("wall", "cpu")):
+        base = ms(times["plain"][i])
+        out[clock] = {mode: {"mean_ms": ms(times[mode][i]), "ratio": ms(times[mode][i]) / base} for mode in MODES}
+        out[clock]["first 10 steps"] = {"mean_ms": ms(first[i]), "ratio": ms(first[i]) / ms(plain_first[i])}
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100, help="steps per block (default 100)")
+    parser.add_argument("--rounds", type=int, default=4, help="blocks of each mode per model (default 4)")
+    parser.add_argument("--every", type=int, default=DEFAULT_EVERY, help="sampling period after the first 10 steps")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: CPU time is then "
+                        "the step's own)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    results = [measure("small CNN (3 conv + BN, 32x32x3, batch 32)", cnn_setup, args.steps, args.rounds, args.every,
+                       args.device),
+               measure("small transformer (2 layers, d 64, seq 32, batch 16, vocab 1000)", transformer_setup,
+                       args.steps, args.rounds, args.every, args.device)]
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"torch {torch.__version__}, {args.device}, {args.threads} thread(s), every {args.every}, "
+          f"{results[0]['steps_per_mode']} steps per mode, interleaved")
+    for r in results:
+        print(r["model"] + f"  (findings: {', '.join(r['findings']) or 'none'})")
+        for clock in ("cpu", "wall") if args.device == "cpu" else ("wall",):
+            c = r[clock]
+            print(f"  {clock:4} mean step: " + "; ".join(
+                f"{mode} {c[mode]['mean_ms']:.2f} ms" + ("" if mode == "plain" else f" ({c[mode]['ratio'] - 1:+.1%})")
+                for mode in (*MODES, "first 10 steps")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The run-time checks of `kb watch`: one module per check, found here by name.
+
+Adding a check is one new file `kbwNNN_<name>.py` in this folder holding one subclass of
+`Check` (plus a bug/fixed pair of scripts under tests/watch/cases/<entry>/): the registry
+imports every module whose name starts with `kbw`, so nothing else is edited.
+
+A check declares `code` (KBW and three digits, unique), `name`, `entry` (an existing KB entry
+id: a test loads the KB and checks it), `title` (one line: what it measures), `confidence`,
+and states its numeric criterion in its docstring. It overrides the callbacks it needs (see
+`Check`); the session calls only those. It keeps running counters or fixed-size state, never a
+list that grows with the step count, never a tensor, and reports through `findings()`, which
+may be called more than once (the in-code API reports on demand) and so must not change state.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+
+from kb_tools.watch.report import Finding
+
+# The callbacks a check may implement. "sampled" ones run only on sampled steps (the first
+# `warmup` steps, then every `every`-th); the others run on every call and must be cheap.
+EVENTS = {
+    "on_root_forward": "every call of a watched model (model, grad_enabled): must cost microseconds",
+    "on_module_forward": "sampled: every module's forward (module, output, grad_enabled)",
+    "on_loss_input": "sampled: a loss function is about to run (LossCall without output)",
+    "on_loss": "sampled: a loss function returned (LossCall with output)",
+    "on_before_backward": "sampled: backward() is about to run (tensors)",
+    "on_after_backward": "sampled: backward() returned (tensors)",
+    "on_step_pre": "sampled: optimizer.step() is about to run (optimizer)",
+    "on_step_post": "sampled: optimizer.step() returned (optimizer)",
+    "on_batch": "sampled: a DataLoader yielded a batch (loader, batch)",
+    "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
+}
+CODE_FORM = re.compile(r"^KBW\d{3}$")
+
+
+class Check:
+    """Base of every check. Subclasses set the class attributes and override callbacks."""
+
+    code = ""        # KBW001
+    name = ""        # kebab-case name of what it detects
+    entry = ""       # the KB entry that explains the cause
+    title = ""       # one line: what it measures
+    confidence = 0.5  # how sure a finding of this check is, 0..1 (findings are sorted by it)
+
+    def __init__(self, session):
+        self.session = session
+
+    # callbacks: the defaults do nothing, and the session skips checks that keep them
+    def on_root_forward(self, model, grad_enabled): pass
+    def on_module_forward(self, module, output, grad_enabled): pass
+    def on_loss_input(self, call): pass
+    def on_loss(self, call): pass
+    def on_before_backward(self, tensors): pass
+    def on_after_backward(self, tensors): pass
+    def on_step_pre(self, optimizer): pass
+    def on_step_post(self, optimizer): pass
+    def on_batch(self, loader, batch): pass
+    def on_end(self): pass
+
+    def findings(self) -> list:
+        """What this check found so far; called at the report, possibly more than once."""
+        return []
+
+    def finding(self, message: str, *, evidence: dict | None = None, where: str | None = None,
+                step: int | None = None, confidence: float | None = None) -> Finding:
+        return Finding(code=self.code, entry=self.entry, title=self.title,
+                       confidence=self.confidence if confidence is None else confidence,
+                       message=message, evidence=evidence or {}, where=where, step=step,
+                       rank=self.session.rank)
+
+    @classmethod
+    def describe(cls) -> dict:
+        doc = (cls.__doc__ or "").strip()
+        return {"code": cls.code, "name": cls.name, "entry": cls.entry, "title": cls.title,
+                "confidence": cls.confidence, "criterion": " ".join(doc.split())}
+
+
+_registry: list | None = None
+
+
+def all_checks() -> list:
+    """Every check class in this package, by code. Raises ValueError on a malformed or duplicate code."""
+    global _registry
+    if _registry is None:
+        found = {}
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+            if not info.name.startswith("kbw"):
+                continue
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            for value in vars(module).values():
+                if isinstance(value, type) and issubclass(value, Check) and value is not Check \
+                        and value.__module__ == module.__name__:
+                    if not CODE_FORM.match(value.code) or not value.entry or not value.name:
+                        raise ValueError(f"{module.__name__}.{value.__name__}: a check needs a code KBWnnn, "
+                                         f"a name and an entry")
+                    if value.code in found:
+                        raise ValueError(f"{value.code} is used by {found[value.code].__name__} and "
+                                         f"{value.__name__}")
+                    found[value.code] = value
+        _registry = [found[code] for code in sorted(found)]
+    return list(_registry)
+
+
+def created_at(kind: str, site: str | None) -> str:
+    """"optimizer created at train.py:41" (or "... passed to watch() at ...", or just the kind)."""
+    if not site:
+        return kind
+    return f"{kind} {site}" if site.startswith("passed to watch()") else f"{kind} created at {site}"
+
+
+def loss_where(call) -> str:
+    """"loss created at train.py:30" for an nn loss module, "cross_entropy called at train.py:55" for a function."""
+    info = call.info if hasattr(call, "info") else call
+    if info.module is not None:
+        return created_at(f"{info.module}", info.site) if info.site else info.module
+    return f"{info.kind} called at {info.site}" if info.site else info.kind
+
+
+def names(items: list, limit: int = 4) -> str:
+    """"a, b, c and 2 more": a short list for a message."""
+    items = list(items)
+    if len(items) <= limit:
+        return ", ".join(items)
+    return f"{', '.join(items[:limit])} and {len(items) - limit} more"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def overridden(check, event: str) -> bool:
+    """Whether `check` implements `event` (the session calls only those)."""
+    return getattr(type(check), event) is not getattr(Check, event)

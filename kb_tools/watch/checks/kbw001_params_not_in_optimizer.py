@@ -1,0 +1,123 @@
+"""KBW001: parameters that get a gradient at every step and never move, because no optimizer holds them.
+
+Criterion: a parameter of a watched model requires grad, is in no optimizer's param_groups (of
+every optimizer created, stepping or not), has a non-zero .grad at step() on at least 3 sampled
+steps, and is bit-for-bit unchanged from the first of them to the end of the run, while the
+optimizers stepped at least 3 times. A parameter that other code updates (an EMA, a manual SGD
+step) changes, and is not reported.
+"""
+from __future__ import annotations
+
+import torch
+
+from kb_tools.watch.checks import Check, created_at, names, plural
+
+MIN_GRAD_STEPS = 3
+SNAPSHOT_NUMEL = 1 << 20   # a parameter up to this size is copied; a larger one keeps a fingerprint
+SNAPSHOT_BUDGET = 1 << 26  # elements copied in all, whatever the model
+
+
+class _Tracked:
+    __slots__ = ("ref", "name", "snapshot", "first_step", "verified", "grad_steps", "grad_norm", "changed", "numel")
+
+    def __init__(self, p, name, snapshot, step):
+        # a strong reference: the last look (on_end) must see the parameter even when the run's
+        # own code has dropped it; only parameters outside every optimizer that got a gradient
+        # are held, of at most session.MAX_LISTED models
+        self.ref, self.name, self.snapshot, self.first_step = p, name, snapshot, step
+        self.verified = step  # the last step at which it was seen unchanged
+        self.grad_steps, self.grad_norm, self.changed, self.numel = 0, 0.0, False, p.numel()
+
+
+def _fingerprint(p) -> tuple:
+    x = p.detach().double()
+    return float(x.sum()), float(x.abs().sum()), float((x * x).sum())
+
+
+class ParamsNotInOptimizer(Check):
+    __doc__ = __doc__
+    code = "KBW001"
+    name = "params-not-in-optimizer"
+    entry = "params-not-in-optimizer"
+    title = "parameters that get gradients but never change, because no optimizer holds them"
+    confidence = 0.95
+
+    def __init__(self, session):
+        super().__init__(session)
+        self.tracked: dict[int, _Tracked] = {}
+        self.budget = SNAPSHOT_BUDGET
+
+    def _snapshot(self, p):
+        if p.numel() <= min(SNAPSHOT_NUMEL, self.budget):
+            self.budget -= p.numel()
+            return p.detach().clone()
+        return _fingerprint(p)
+
+    def _verify(self, t: _Tracked, p) -> bool:
+        """Whether `p` still holds the value it had when tracking began; records the answer."""
+        same = torch.equal(t.snapshot, p.detach()) if isinstance(t.snapshot, torch.Tensor) \
+            else _fingerprint(p) == t.snapshot
+        if same:
+            t.verified = self.session.step
+        else:
+            t.changed, t.snapshot, t.ref = True, None, None
+        return same
+
+    def on_step_pre(self, optimizer):
+        s = self.session
+        if s.optimizer_info(optimizer) is not s.primary_info():
+            return  # once per step, at the primary optimizer
+        held = s.trainable_ids()
+        for model in s.models:
+            module = model.module
+            if module is None:
+                continue
+            for p in module.parameters():
+                key = id(p)
+                if not p.requires_grad or key in held:
+                    self.tracked.pop(key, None)  # added to an optimizer later
+                    continue
+                t = self.tracked.get(key)
+                if t is not None and (t.changed or t.ref is not p):
+                    continue
+                grad = p.grad
+                if grad is None or not bool(grad.detach().ne(0).any()):
+                    continue
+                if t is None:
+                    t = self.tracked[key] = _Tracked(p, s.param_name(p), self._snapshot(p), s.step)
+                elif not self._verify(t, p):
+                    continue
+                t.grad_steps += 1
+                t.grad_norm = max(t.grad_norm, float(grad.detach().norm()))
+
+    def on_end(self):
+        for t in self.tracked.values():  # a last look, in case it moved after the last sampled step
+            if not t.changed:
+                self._verify(t, t.ref)
+
+    def findings(self) -> list:
+        s = self.session
+        stuck = [t for t in self.tracked.values() if not t.changed and t.grad_steps >= MIN_GRAD_STEPS]
+        optimizers = list(s.optimizers.values())
+        if not stuck or sum(info.steps for info in optimizers) < MIN_GRAD_STEPS:
+            return []
+        span = max(t.verified for t in stuck) - min(t.first_step for t in stuck)
+        sites = [info.site for info in optimizers if info.site]
+        if len(optimizers) == 1:
+            held_by = f"not in any optimizer ({created_at('optimizer', optimizers[0].site)})"
+        else:
+            held_by = f"in none of the {len(optimizers)} optimizers (created at {', '.join(sites) or 'unknown places'})"
+        message = (f"{plural(len(stuck), 'parameter')} ({names([t.name for t in stuck])}) got gradients for "
+                   f"{plural(span, 'step')} but never changed; {held_by}")
+        evidence = {
+            "parameters": [t.name for t in stuck][:50],
+            "count": len(stuck),
+            "elements": sum(t.numel for t in stuck),
+            "sampled_steps_with_gradient": min(t.grad_steps for t in stuck),
+            "largest_grad_norm": max(t.grad_norm for t in stuck),
+            "unchanged_from_step": min(t.first_step for t in stuck),
+            "unchanged_until_step": max(t.verified for t in stuck),
+            "optimizers": [{"class": info.cls, "site": info.site, "steps": info.steps} for info in optimizers],
+        }
+        return [self.finding(message, evidence=evidence, where=sites[0] if sites else None,
+                             step=min(t.first_step for t in stuck))]

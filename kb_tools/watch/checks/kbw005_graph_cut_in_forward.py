@@ -1,0 +1,68 @@
+"""KBW005: a layer runs in the forward pass but no gradient ever reaches it: the graph is cut after it.
+
+Criterion: on at least 3 sampled steps, a parameter that requires grad and belongs to an
+optimizer sits in a module whose forward ran with grad enabled during that step, and its .grad
+is None at step() while other parameters of the same optimizer have gradients: something
+between that module and the loss (.detach(), .data, .item(), a numpy round trip, a no_grad
+block) cut the graph, or its output never reaches the loss.
+"""
+from __future__ import annotations
+
+from kb_tools.watch.checks import Check, created_at, names, plural
+
+MIN_STEPS = 3
+
+
+class GraphCutInForward(Check):
+    __doc__ = __doc__
+    code = "KBW005"
+    name = "graph-cut-in-forward"
+    entry = "loss-detached-from-graph"
+    title = "layers whose forward runs with grad enabled but whose parameters never get a gradient"
+    confidence = 0.8
+
+    def __init__(self, session):
+        super().__init__(session)
+        self.ran: set[int] = set()      # modules with own parameters that ran with grad, this step
+        self.ran_step = None
+        self.cut: dict[int, list] = {}  # id(param) -> [name, sampled steps without gradient, first step]
+        self.got: set[int] = set()      # parameters that did get a gradient at some sampled step
+
+    def on_module_forward(self, module, output, grad_enabled):
+        if grad_enabled and module._parameters:
+            if self.ran_step != self.session.step:
+                self.ran, self.ran_step = set(), self.session.step
+            self.ran.add(id(module))
+
+    def on_step_pre(self, optimizer):
+        s = self.session
+        if self.ran_step != s.step:
+            return
+        params = [p for p in s.params_of(optimizer) if p.requires_grad]
+        missing = [p for p in params if p.grad is None]
+        if not missing or len(missing) == len(params):
+            return  # everything has a gradient, or nothing does (another check's case)
+        for p in params:
+            if p.grad is not None:
+                self.got.add(id(p))
+        for p in missing:
+            key = id(p)
+            if key in self.got or s.param_owner.get(key) not in self.ran:
+                continue
+            entry = self.cut.setdefault(key, [s.param_name(p), 0, s.step, id(optimizer)])
+            entry[1] += 1
+
+    def findings(self) -> list:
+        cut = [v for k, v in self.cut.items() if v[1] >= MIN_STEPS and k not in self.got]
+        if not cut:
+            return []
+        site = self.session.where()
+        modules = list(dict.fromkeys(name.rsplit(".", 1)[0] if "." in name else name for name, *_ in cut))
+        message = (f"{plural(len(cut), 'parameter')} ({names([v[0] for v in cut])}) of "
+                   f"{plural(len(modules), 'module')} that ran in the forward pass with grad enabled never got a "
+                   f"gradient on {min(v[1] for v in cut)} sampled steps, while the rest of the model did "
+                   f"({created_at('optimizer', site)}): the graph is cut between {names(modules, 3)} and the loss "
+                   f"(.detach(), .data, .item(), numpy, no_grad), or its output never reaches the loss")
+        evidence = {"parameters": [v[0] for v in cut][:50], "modules": modules[:20],
+                    "sampled_steps_without_gradient": min(v[1] for v in cut), "first_step": min(v[2] for v in cut)}
+        return [self.finding(message, evidence=evidence, where=site, step=min(v[2] for v in cut))]

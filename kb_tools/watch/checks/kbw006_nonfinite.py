@@ -1,0 +1,166 @@
+"""KBW006: the loss or the gradient turns NaN or infinite, and where it started.
+
+Criterion: on a sampled step a loss value, or the total gradient norm at step(), is NaN or
+infinite. The finding gives the first such step; whether the gradient was already non-finite
+while the loss was still finite (the NaN is born in the backward pass, not the forward); the
+first module of the forward pass whose output was non-finite, and whether its own weights
+were already non-finite (poisoned by an earlier update); and whether the batch itself was.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kb_tools.watch.checks import Check, loss_where
+
+MAX_OUTPUTS = 4096  # module outputs kept from one forward pass (a bound for long recurrent loops)
+
+
+def _first_tensor(value):
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(value, dict):
+        for v in value.values():
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    return None
+
+
+def _finite(t) -> bool:
+    t = t.detach()
+    total = t.sum(dtype=torch.float32) if t.dtype in (torch.float16, torch.bfloat16) else t.sum()
+    return bool(torch.isfinite(total))
+
+
+class NonFinite(Check):
+    __doc__ = __doc__
+    code = "KBW006"
+    name = "nonfinite-loss-or-grad"
+    entry = "nan-loss"
+    title = "a NaN or infinite loss or gradient: the first step, and the first module whose output was non-finite"
+    confidence = 0.9
+
+    def __init__(self, session):
+        super().__init__(session)
+        # the module outputs of the latest forward pass, in completion order, looked at only when
+        # the loss computed from them is non-finite: a healthy run pays one append per module on
+        # sampled steps. They are dropped as soon as a finite loss is seen, so no activation is
+        # held into the backward pass (which would raise its peak memory).
+        self.outputs = []
+        self.loss_step = self.loss_value = self.loss_site = self.loss_where = None
+        self.grad_step = None
+        self.grad_with_finite_loss = None
+        self.loss_finite_at = None     # step of the last finite loss seen
+        self.first_module = None       # (name, class, step, weights finite)
+        self.batch_step = None
+
+    def on_root_forward(self, model, grad_enabled):
+        self.outputs = []  # a new forward pass: the previous one's outputs are not needed
+
+    def on_module_forward(self, module, output, grad_enabled):
+        if self.first_module is None and len(self.outputs) < MAX_OUTPUTS:
+            t = _first_tensor(output)
+            if t is not None and t.is_floating_point() and t.numel():
+                self.outputs.append((module, t))
+
+    def on_step_post(self, optimizer):
+        self.outputs = []
+
+    def _locate(self) -> None:
+        """Name the first module of the latest forward pass whose output was non-finite."""
+        if self.first_module is None:
+            for module, t in self.outputs:
+                if not _finite(t):
+                    own = list(module.parameters(recurse=False))
+                    weights_finite = all(bool(torch.isfinite(p.detach()).all()) for p in own) if own else None
+                    self.first_module = (self.session.module_name(module), type(module).__name__, self.session.step,
+                                         weights_finite)
+                    break
+        self.outputs = []
+
+    def on_batch(self, loader, batch):
+        if self.batch_step is not None:
+            return
+        t = _first_tensor(batch)
+        if t is not None and t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+            self.batch_step = self.session.step
+
+    def on_loss(self, call):
+        out = call.output
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.numel() == 0:
+            return
+        if _finite(out):
+            self.loss_finite_at = self.session.step
+            self.outputs = []
+            return
+        if self.loss_step is None:
+            self.loss_step, self.loss_site, self.loss_where = self.session.step, call.site, loss_where(call)
+            self.loss_value = float(out.detach().float().sum())
+        self._locate()
+
+    def on_before_backward(self, tensors):
+        """The tensor backward() starts from: a loss even when no torch loss function made it."""
+        t = tensors[0] if tensors else None
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and 0 < t.numel() <= 1 << 16:
+            if _finite(t):
+                self.loss_finite_at = self.session.step
+            elif self.loss_step is None:
+                self.loss_step, self.loss_where = self.session.step, "the tensor backward() started from"
+                self.loss_value = float(t.detach().float().sum())
+                self.loss_site = self.session.where()
+                self._locate()
+        self.outputs = []  # never held into the backward pass
+
+    def on_step_pre(self, optimizer):
+        if self.grad_step is not None:
+            return
+        norm = self.session.grad_norm(optimizer)
+        if norm is not None and not math.isfinite(norm):
+            self.grad_step = self.session.step
+            self.grad_with_finite_loss = self.loss_finite_at == self.session.step and self.loss_step is None
+            self._locate()
+
+    def findings(self) -> list:
+        if self.loss_step is None and self.grad_step is None:
+            return []
+        parts = []
+        if self.grad_step is not None and (self.loss_step is None or self.grad_step < self.loss_step):
+            parts.append(f"the gradient became non-finite at step {self.grad_step}"
+                         + (" while the loss was still finite: the NaN is born in the backward pass"
+                            if self.grad_with_finite_loss else ""))
+            if self.loss_step is not None:
+                parts.append(f"the loss followed at step {self.loss_step}")
+        else:
+            parts.append(f"the loss became {_word(self.loss_value)} at step {self.loss_step} ({self.loss_where})")
+            if self.grad_step is not None and self.grad_step == self.loss_step:
+                parts.append("the gradient with it")
+        if self.first_module is not None:
+            name, cls, step, weights_finite = self.first_module
+            where = f"first module with a non-finite output at step {step}: {name} ({cls})"
+            if weights_finite is False:
+                where += ", whose own weights were already non-finite (an earlier update poisoned them)"
+            elif weights_finite:
+                where += ", whose weights were finite"
+            parts.append(where)
+        if self.batch_step is not None:
+            parts.append(f"the input batch held non-finite values at step {self.batch_step}")
+        first = min(s for s in (self.loss_step, self.grad_step) if s is not None)
+        evidence = {"loss_step": self.loss_step, "loss_value": self.loss_value, "loss": self.loss_where,
+                    "grad_step": self.grad_step, "grad_nonfinite_with_finite_loss": self.grad_with_finite_loss,
+                    "first_module": dict(zip(("name", "class", "step", "weights_finite"), self.first_module))
+                    if self.first_module else None, "batch_step": self.batch_step}
+        return [self.finding("; ".join(parts), evidence=evidence, where=self.loss_site or self.session.where(),
+                             step=first)]
+
+
+def _word(value) -> str:
+    if value is None or value != value:
+        return "nan"
+    return "inf" if value > 0 else "-inf"

@@ -1,0 +1,141 @@
+"""KBW012: a model evaluated in training mode, or trained in eval mode.
+
+Criterion, evaluation in training mode: at least 2 forward passes in a row (no optimizer step
+between them) of a model some optimizer trains, run with grad disabled (torch.no_grad,
+inference_mode) while the model is in training mode and holds Dropout (p > 0) or BatchNorm
+layers in training mode; called from the user's code (torch's own update_bn is not counted).
+Criterion, training in eval mode: on at least 3 optimizer steps with a backward(), the model's
+forward ran with grad enabled while the model itself was in eval mode and holds Dropout (p > 0)
+or BatchNorm layers, with no forward in training mode in the same step. A submodule frozen with
+.eval() inside a model in training mode is deliberate (frozen-batchnorm-stats) and not reported.
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from kb_tools.watch.checks import Check, created_at, names, plural
+from kb_tools.watch.sites import caller_is_torch, user_site
+
+MIN_EVAL_FORWARDS = 2
+MIN_TRAIN_STEPS = 3
+_DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout,
+            torch.nn.FeatureAlphaDropout)
+_NORM = (torch.nn.modules.batchnorm._BatchNorm,)
+
+
+class _Model:
+    __slots__ = ("info", "layers", "trained", "run", "run_step", "eval_forwards", "eval_step", "eval_site",
+                 "pending", "train_steps", "train_first")
+
+    def __init__(self, info, layers):
+        self.info = info          # the session's ModelInfo: class and site, alive or not
+        self.layers = layers      # [(name, module)] whose behaviour depends on the mode
+        self.trained = None       # whether an optimizer holds its parameters (decided once)
+        self.run = 0              # grad-free train-mode forwards in a row since the last step
+        self.run_step = None
+        self.eval_forwards = 0    # grad-free train-mode forwards counted (runs of >= 2)
+        self.eval_step = self.eval_site = None
+        self.pending = None       # (step, backward calls) of an eval-mode forward with grad
+        self.train_steps = 0
+        self.train_first = None
+
+
+def _effects(st: _Model, when: str) -> str:
+    """What the wrong mode does to the layers this model has."""
+    kinds = {name.rsplit("(", 1)[-1].rstrip(")") for name, _ in st.layers}
+    dropout = any("Dropout" in k for k in kinds)
+    norm = any("Norm" in k for k in kinds)
+    if when == "eval":
+        parts = (["dropout on"] if dropout else []) + (["BatchNorm using and updating batch statistics"] if norm else [])
+    else:
+        parts = (["dropout off"] if dropout else []) + (["BatchNorm statistics frozen"] if norm else [])
+    return ", ".join(parts)
+
+
+class TrainEvalMode(Check):
+    __doc__ = __doc__
+    code = "KBW012"
+    name = "train-eval-mode"
+    entry = "train-eval-mode"
+    title = "no_grad forwards in training mode (Dropout/BatchNorm active), or training steps in eval mode"
+    confidence = 0.85
+
+    def __init__(self, session):
+        super().__init__(session)
+        self.models: dict[int, _Model] = {}  # id(ModelInfo) -> state
+
+    def _state(self, info, module) -> _Model:
+        st = self.models.get(id(info))
+        if st is None or st.info is not info:
+            layers = [(f"{self.session.module_name(m)} ({type(m).__name__})", weakref.ref(m)) for m in module.modules()
+                      if (isinstance(m, _DROPOUT) and m.p > 0) or isinstance(m, _NORM)]
+            st = self.models[id(info)] = _Model(info, layers)
+        return st
+
+    def on_root_forward(self, info, grad_enabled):
+        module = info.module
+        if module is None:
+            return
+        st = self._state(info, module)
+        if not st.layers:
+            return
+        s = self.session
+        self._settle(st)
+        if grad_enabled:
+            if module.training:
+                st.pending = None  # this step trains in training mode: any earlier eval forward was not training
+            else:
+                st.pending = (s.step, s.backward_calls)
+            return
+        if not module.training or not any(getattr(m(), "training", False) for _, m in st.layers):
+            return
+        if st.trained is None:
+            held = s.trainable_ids()
+            st.trained = any(id(p) in held for p in module.parameters())
+        if not st.trained or caller_is_torch(depth=4):
+            return
+        if st.run_step != s.step:
+            st.run, st.run_step = 0, s.step
+        st.run += 1
+        if st.run >= MIN_EVAL_FORWARDS:
+            st.eval_forwards += 1 if st.run > MIN_EVAL_FORWARDS else MIN_EVAL_FORWARDS
+            if st.eval_step is None:
+                st.eval_step, st.eval_site = s.step, user_site(depth=4)
+
+    def _settle(self, st: _Model) -> None:
+        """Count a step trained in eval mode once it is over: it had a backward() after the forward."""
+        s = self.session
+        if st.pending is not None and s.step > st.pending[0]:
+            if s.backward_calls > st.pending[1]:
+                st.train_steps += 1
+                if st.train_first is None:
+                    st.train_first = st.pending[0]
+            st.pending = None
+
+    def findings(self) -> list:
+        out = []
+        for st in self.models.values():
+            info = st.info
+            self._settle(st)
+            if st.eval_forwards >= MIN_EVAL_FORWARDS:
+                active = [n for n, m in st.layers if getattr(m(), "training", True)]
+                message = (f"{plural(st.eval_forwards, 'forward pass', 'forward passes')} of {info.cls} "
+                           f"({created_at('model', info.site)}) ran under no_grad with the model in training mode, "
+                           f"first at step {st.eval_step} (called at {st.eval_site}): its {names(active, 3)} "
+                           f"{'is' if len(active) == 1 else 'are'} still in training mode while it is evaluated "
+                           f"({_effects(st, 'eval')}); call model.eval() before evaluating and model.train() after")
+                out.append(self.finding(message, where=st.eval_site, step=st.eval_step, evidence={
+                    "forwards": st.eval_forwards, "first_step": st.eval_step, "called_at": st.eval_site,
+                    "layers": [n for n, _ in st.layers][:20]}))
+            if st.train_steps >= MIN_TRAIN_STEPS:
+                message = (f"{info.cls} ({created_at('model', info.site)}) was trained in eval mode on "
+                           f"{plural(st.train_steps, 'optimizer step')} from step {st.train_first}: its forward ran "
+                           f"with grad enabled while the model was in eval mode, so {names([n for n, _ in st.layers], 3)} "
+                           f"{'behaves' if len(st.layers) == 1 else 'behave'} as in evaluation ({_effects(st, 'train')}); "
+                           f"call model.train() again after evaluating")
+                out.append(self.finding(message, where=info.site, step=st.train_first, confidence=0.8, evidence={
+                    "steps": st.train_steps, "first_step": st.train_first,
+                    "layers": [n for n, _ in st.layers][:20]}))
+        return out

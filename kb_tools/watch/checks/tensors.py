@@ -1,0 +1,43 @@
+"""Helpers the loss checks share: the rows of class scores a classification loss received."""
+from __future__ import annotations
+
+import torch
+
+MAX_ROWS = 4096  # rows examined per call: enough to decide, cheap on any batch
+
+
+def class_rows(call):
+    """The input of a cross_entropy / nll_loss call as (rows, C): one row of C class scores per
+    sample (the class dimension is 1, or 0 for an unbatched input), without rows whose target is
+    ignore_index; None when the input is not a float tensor with at least 2 classes."""
+    x = call.input
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() == 0 or x.numel() == 0:
+        return None
+    x = x.detach()
+    class_dim = 1 if x.dim() >= 2 else 0
+    classes = x.shape[class_dim]
+    if classes < 2:
+        return None
+    rows = x.movedim(class_dim, -1).reshape(-1, classes)
+    target = call.target
+    ignore = call.options.get("ignore_index", -100)
+    if isinstance(target, torch.Tensor) and not target.is_floating_point() and target.numel() == rows.shape[0]:
+        keep = target.reshape(-1) != ignore
+        if not bool(keep.all()):
+            rows = rows[keep]
+    return rows[:MAX_ROWS].float(), classes
+
+
+def are_probabilities(rows, tol: float = 1e-3) -> bool:
+    """Every row in [0, 1] and summing to 1 within `tol`: already a softmax."""
+    if rows.numel() == 0:
+        return False
+    low, high, off = torch.stack([rows.min(), rows.max(), (rows.sum(-1) - 1).abs().max()]).tolist()
+    return low >= 0 and high <= 1 and off <= tol
+
+
+def log_probability_share(rows, tol: float = 1e-2) -> float:
+    """The share of rows that are log-probabilities: logsumexp within `tol` of 0."""
+    if rows.numel() == 0:
+        return 1.0
+    return float(((torch.logsumexp(rows, dim=-1)).abs() <= tol).float().mean())

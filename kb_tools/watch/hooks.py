@@ -1,0 +1,280 @@
+"""Installing and removing the global instrumentation of a watched run.
+
+Everything here is torch's own global extension points or a plain attribute swap that is undone
+on uninstall, so the user's code needs no change:
+- optimizer steps: torch.optim.optimizer.register_optimizer_step_pre_hook / _post_hook (every step:
+  they count steps, decide sampling and stop the run after --steps N);
+- module forwards: torch.nn.modules.module.register_module_forward_pre_hook / forward_hook, only
+  while a sampled step runs (a global module hook sends every module call down torch's slow path);
+  each model found gets a forward pre hook of its own, which costs one call per model forward;
+- losses: the loss functions of torch.nn.functional are wrapped (nn loss modules call them too;
+  `_Loss.__call__` tells which module is calling, so the loss is placed where it was created);
+- backward: torch.autograd.backward, which Tensor.backward calls;
+- creation sites: the constructors of Module, Optimizer, LRScheduler and DataLoader record the
+  first frame of the user's code, and DataLoader iterators count batches.
+On a step that is not sampled each wrapper returns after one attribute test.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+import torch.nn.functional as F
+from torch.nn.modules import loss as loss_modules
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+from torch.optim import lr_scheduler
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils.data import dataloader
+
+from kb_tools.watch.sites import StopWatching, user_site
+
+LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                  "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div")
+_MISSING = object()
+_active = None  # the Session being watched; one at a time per process
+
+
+def active_session():
+    return _active
+
+
+def _guard(session, where: str, fn, *args):
+    """Run instrumentation code so that its own failure never reaches the user's program."""
+    try:
+        return fn(*args)
+    except StopWatching:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        if len(session.internal_errors) < 20:
+            session.internal_errors.append(f"{where}: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _legacy_reduction(bound: dict) -> None:
+    if bound.get("size_average") is not None or bound.get("reduce") is not None:
+        from torch.nn import _reduction
+        bound["reduction"] = _reduction.legacy_get_string(bound.get("size_average"), bound.get("reduce"))
+    bound.pop("size_average", None)
+    bound.pop("reduce", None)
+
+
+def _loss_wrapper(kind: str, original):
+    parameters = inspect.signature(original).parameters
+    names = list(parameters)
+    defaults = {n: p.default for n, p in parameters.items() if p.default is not inspect.Parameter.empty}
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        s = _active
+        if s is None or not s.sampled or s.in_loss or s.stopped:
+            return original(*args, **kwargs)
+
+        def begin():
+            options = dict(defaults)  # the arguments by name, as inspect's bind would give them, faster
+            options.update(zip(names, args))
+            options.update(kwargs)
+            _legacy_reduction(options)
+            return s.loss_call(kind, options)
+        call = _guard(s, f"{kind} input", begin)
+        s.in_loss = True
+        try:
+            output = original(*args, **kwargs)
+        finally:
+            s.in_loss = False
+        if call is not None:
+            _guard(s, kind, s.loss_returned, call, output)
+        return output
+    wrapper.__kb_watch_original__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+class Instrumentation:
+    """The hooks and attribute swaps of one session; install() and uninstall() may alternate."""
+
+    def __init__(self, session):
+        self.session = session
+        self._patches = []          # (owner, name, previous value or _MISSING)
+        self._step_handles = []
+        self._forward_handles = []
+        self.installed = False
+
+    # ------------------------------------------------------------ plumbing
+
+    def _patch(self, owner, name: str, value) -> None:
+        self._patches.append((owner, name, owner.__dict__.get(name, _MISSING) if isinstance(owner, type)
+                              else getattr(owner, name, _MISSING)))
+        setattr(owner, name, value)
+
+    def install(self) -> None:
+        global _active
+        if self.installed:
+            return
+        if _active is not None and _active is not self.session:
+            raise RuntimeError("kb watch is already watching this process")
+        _active = self.session
+        try:
+            self._install()
+        except BaseException:
+            self.uninstall()
+            raise
+        self.installed = True
+
+    def _install(self) -> None:
+        session = self.session
+        for name in LOSS_FUNCTIONS:
+            original = getattr(F, name, None)
+            if original is not None:
+                self._patch(F, name, _loss_wrapper(name, original))
+        self._patch(torch.autograd, "backward", _backward_wrapper(torch.autograd.backward))
+        self._patch(torch.nn.Module, "__init__", _site_recorder(torch.nn.Module.__init__, "module"))
+        self._patch(torch.optim.Optimizer, "__init__", _site_recorder(torch.optim.Optimizer.__init__, "optimizer"))
+        self._patch(lr_scheduler.LRScheduler, "__init__",
+                    _site_recorder(lr_scheduler.LRScheduler.__init__, "scheduler"))
+        self._patch(dataloader.DataLoader, "__init__", _site_recorder(dataloader.DataLoader.__init__, "loader"))
+        self._patch(dataloader.DataLoader, "__iter__", _loader_iter(dataloader.DataLoader.__iter__))
+        self._patch(dataloader._BaseDataLoaderIter, "__next__", _loader_next(dataloader._BaseDataLoaderIter.__next__))
+        self._patch(loss_modules._Loss, "__call__", _loss_module_call)
+
+        def step_pre(opt, args, kwargs):
+            _guard(session, "step pre hook", session.on_step_pre, opt)
+
+        def step_post(opt, args, kwargs):
+            _guard(session, "step post hook", session.on_step_post, opt)
+        self._step_handles = [register_optimizer_step_pre_hook(step_pre),
+                              register_optimizer_step_post_hook(step_post)]
+        if session.sampled and not session.stopped:
+            self.forward_hooks(True)
+
+    def uninstall(self, keep_step_hooks: bool = False) -> None:
+        """Undo everything (the step hooks too, unless torch is iterating over them right now)."""
+        global _active
+        self.forward_hooks(False)
+        for owner, name, previous in reversed(self._patches):
+            if previous is _MISSING:
+                try:
+                    delattr(owner, name)
+                except AttributeError:
+                    pass
+            else:
+                setattr(owner, name, previous)
+        self._patches = []
+        if keep_step_hooks:
+            return
+        for handle in self._step_handles:
+            handle.remove()
+        self._step_handles = []
+        self.installed = False
+        if _active is self.session:
+            _active = None
+
+    def forward_hooks(self, on: bool) -> None:
+        """The global module hooks, present only while a sampled step runs."""
+        if on and not self._forward_handles:
+            self.session.depth = 0
+            self._forward_handles = [register_module_forward_pre_hook(_forward_pre),
+                                     register_module_forward_hook(_forward_post, always_call=True)]
+        elif not on and self._forward_handles:
+            for handle in self._forward_handles:
+                handle.remove()
+            self._forward_handles = []
+
+
+# ---------------------------------------------------------------- the hooks themselves
+
+def _forward_pre(module, args):
+    s = _active
+    if s is None:
+        return
+    if s.depth == 0:
+        _guard(s, "forward pre hook", s.root_call, module)
+    s.depth += 1
+
+
+def _forward_post(module, args, output):
+    s = _active
+    if s is None:
+        return
+    if s.depth > 0:
+        s.depth -= 1
+    _guard(s, "forward hook", s.module_forward, module, output)
+
+
+def _backward_wrapper(original):
+    @functools.wraps(original)
+    def backward(*args, **kwargs):
+        s = _active
+        if s is None or s.in_backward or s.stopped:
+            return original(*args, **kwargs)
+        tensors = args[0] if args else kwargs.get("tensors")
+        seq = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors or ())
+        _guard(s, "before backward", s.before_backward, seq)
+        s.in_backward = True
+        try:
+            result = original(*args, **kwargs)
+        finally:
+            s.in_backward = False
+        _guard(s, "after backward", s.after_backward, seq)
+        return result
+    return backward
+
+
+def _site_recorder(original, kind: str):
+    """The constructor `original`, which also records where the user's code created the object."""
+    @functools.wraps(original)
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        s = _active
+        if s is not None:
+            _guard(s, f"{kind} site", _record, s, kind, self)
+    return init
+
+
+def _record(session, kind: str, obj) -> None:
+    site = user_site(depth=3, constructing=obj)
+    if kind == "module":
+        session.module_sites[obj] = site
+    elif kind == "optimizer":
+        session.add_optimizer(obj, site)
+    elif kind == "scheduler":
+        session.add_scheduler(obj, site)
+    else:
+        session.add_loader(obj, site)
+
+
+def _loader_iter(original):
+    @functools.wraps(original)
+    def __iter__(self):
+        iterator = original(self)
+        try:
+            iterator._kb_watch_loader = self
+        except AttributeError:
+            pass
+        return iterator
+    return __iter__
+
+
+def _loader_next(original):
+    @functools.wraps(original)
+    def __next__(self):
+        batch = original(self)
+        s = _active
+        if s is not None and not s.stopped:
+            _guard(s, "batch", s.batch, getattr(self, "_kb_watch_loader", None), batch)
+        return batch
+    return __next__
+
+
+_module_call = torch.nn.Module.__call__
+
+
+def _loss_module_call(self, *args, **kwargs):
+    """An nn loss module's call: tells the loss wrappers which module is calling them."""
+    s = _active
+    if s is None:
+        return _module_call(self, *args, **kwargs)
+    previous, s.current_loss_module = s.current_loss_module, self
+    try:
+        return _module_call(self, *args, **kwargs)
+    finally:
+        s.current_loss_module = previous

@@ -1,0 +1,154 @@
+"""Findings and the report of a watched run: the JSON object, its text form, and the merge of ranks.
+
+Plain data only (no torch), so that the parent of a re-executed or torchrun run can merge and
+print the ranks' reports without importing torch.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+from kb_tools.core.util import write_atomic
+
+REPORT_VERSION = 1
+
+
+@dataclass
+class Finding:
+    """One cause named by a check, with what this run measured."""
+
+    code: str
+    entry: str
+    title: str
+    confidence: float
+    message: str
+    evidence: dict = field(default_factory=dict)
+    where: str | None = None  # file:line where the optimizer, loss, loader or model was created
+    step: int | None = None   # the optimizer step at which the criterion was first met
+    rank: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "entry": self.entry, "title": self.title,
+                "confidence": round(float(self.confidence), 3), "message": self.message,
+                "evidence": jsonable(self.evidence), "where": self.where, "step": self.step, "rank": self.rank}
+
+
+def jsonable(value):
+    """`value` as strict JSON data: a NaN or infinite float (a measured loss can be one) becomes
+    the string "nan", "inf" or "-inf"; tuples become lists; anything else unknown, its str()."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+def sort_findings(findings: list) -> list:
+    """Most confident first; ties by code, then rank, so the order is stable."""
+    return sorted(findings, key=lambda f: (-f["confidence"], f["code"], f["rank"] if f["rank"] is not None else -1))
+
+
+def merge_reports(reports: list, exit_status: int | None = None, command: list | None = None) -> dict:
+    """One report from the ranks' reports: every finding (each keeps its rank), the facts of the
+    lowest rank, the most steps any rank watched, and the launcher's exit status."""
+    if not reports:
+        raise ValueError("no report to merge")
+    reports = sorted(reports, key=lambda r: r["run"].get("rank") if r["run"].get("rank") is not None else -1)
+    run = dict(reports[0]["run"])
+    run["ranks"] = [r["run"].get("rank") for r in reports]
+    for key in ("steps", "sampled_steps", "backward_calls", "batches"):
+        run[key] = max(r["run"].get(key, 0) for r in reports)
+    run["internal_errors"] = [e for r in reports for e in r["run"].get("internal_errors", [])]
+    errors = [r["run"]["error"] for r in reports if r["run"].get("error")]
+    run["error"] = errors[0] if errors else None
+    if exit_status is not None:
+        run["exit_status"] = exit_status
+    if command is not None:
+        run["command"] = command
+    findings = sort_findings([f for r in reports for f in r["findings"]])
+    return {"version": REPORT_VERSION, "findings": findings, "run": run, "checks": reports[0].get("checks", [])}
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _use_colour(stream) -> bool:
+    return hasattr(stream, "isatty") and stream.isatty() and not os.environ.get("NO_COLOR") \
+        and os.environ.get("TERM") != "dumb"
+
+
+def format_text(report: dict, stream=None) -> str:
+    """The findings, most confident first, each with the `kb show` line that explains it, then one
+    summary line. Identical findings of several ranks are printed once, with their ranks."""
+    stream = stream or sys.stdout
+    bold = (lambda s: f"\033[1;31m{s}\033[0m") if _use_colour(stream) else (lambda s: s)
+    lines, seen = [], {}
+    for f in report["findings"]:
+        key = (f["code"], f["message"])
+        if key in seen:
+            if f["rank"] is not None:
+                seen[key].append(f["rank"])
+            continue
+        seen[key] = [f["rank"]] if f["rank"] is not None else []
+        lines.append((key, f))
+    out = []
+    for key, f in lines:
+        ranks = seen[key]
+        tag = f" [rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}]" if ranks else ""
+        out.append(f"{bold(f['code'])} {f['entry']}: {f['message']}{tag}")
+        out.append(f"  kb show {f['entry']}")
+    out.append(summary_line(report, len(lines)))
+    return "\n".join(out)
+
+
+def summary_line(report: dict, shown: int | None = None) -> str:
+    """`kb watch: N findings in S steps ...`: what was found, how the run ended, what was watched."""
+    run = report["run"]
+    n = len(report["findings"]) if shown is None else shown
+    found = _plural(n, "finding") if n else "nothing found"
+    steps = run.get("steps", 0)
+    how = []
+    if run.get("stopped_after_steps"):
+        how.append(f"stopped after --steps {run['stopped_after_steps']}")
+    elif run.get("exit_status"):
+        how.append(f"{run.get('script') or 'the script'} exited with status {run['exit_status']}"
+                   + (f" ({run['error']})" if run.get("error") else ""))
+    watched = []
+    for key, word in (("models", "model"), ("optimizers", "optimizer"), ("losses", "loss")):
+        count = len(run.get(key, []))
+        watched.append(_plural(count, word) if word != "loss" else f"{count} loss{'' if count == 1 else 'es'}")
+    ranks = run.get("ranks") or []
+    if len(ranks) > 1:
+        watched.append(f"{len(ranks)} ranks")
+    text = f"kb watch: {found} in {_plural(steps, 'optimizer step')}"
+    if how:
+        text += f" ({'; '.join(how)})"
+    text += f"; watched {', '.join(watched)}"
+    if not steps:
+        text += "; no optimizer step ran, so the checks that compare steps had nothing to compare"
+    if run.get("internal_errors"):
+        text += f"; {_plural(len(run['internal_errors']), 'check')} stopped on an internal error (see --json)"
+    return text
+
+
+def to_json_text(report: dict) -> str:
+    return json.dumps(report, indent=2, allow_nan=False, default=str) + "\n"
+
+
+def write_report(path: str, report: dict) -> None:
+    """Write the report's JSON to `path` atomically: a reader sees the old file or the new one."""
+    write_atomic(path, to_json_text(report))
+
+
+def exit_code(report: dict) -> int:
+    """1 when something was found or the run failed (its own non-zero exit), else 0."""
+    run = report["run"]
+    failed = bool(run.get("exit_status")) and not run.get("stopped_after_steps")
+    return 1 if report["findings"] or failed else 0

@@ -1,0 +1,532 @@
+"""The state of one watched run: what it found (models, optimizers, schedulers, losses, loaders and
+where the user's code created them), the step counter and the sampling rule, and the dispatch of
+events from the hooks to the checks.
+
+A step is one `step()` of the primary optimizer (the first one that steps). Step s is sampled
+when s < warmup or s % every == 0; the expensive callbacks run only on sampled steps, and the
+global module hooks are installed only for them (hooks.Instrumentation.forward_hooks). Everything
+kept here is bounded by the program's structure (its models, optimizers and call sites), never
+by the number of steps.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kb_tools.watch.checks import EVENTS, all_checks, overridden
+from kb_tools.watch.sites import StopWatching, user_site
+
+WARMUP = 10         # every step is sampled until this many steps have run
+DEFAULT_EVERY = 10  # then every k-th step
+MAX_LISTED = 32     # at most this many models / optimizers / losses / loaders are described
+
+
+# ---------------------------------------------------------------- what the run holds
+
+@dataclass
+class ModelInfo:
+    """A model: a module called from outside any other module's forward, holding parameters."""
+
+    ref: weakref.ref
+    cls: str
+    site: str | None
+    parameters: int
+    trainable: int
+    prefix: str = ""
+
+    @property
+    def module(self):
+        return self.ref()
+
+    def to_dict(self) -> dict:
+        return {"class": self.cls, "site": self.site, "parameters": self.parameters, "trainable": self.trainable}
+
+
+@dataclass
+class OptimizerInfo:
+    ref: weakref.ref
+    cls: str
+    site: str | None
+    initial_lrs: list
+    steps: int = 0
+    groups: int = 0
+    parameters: int = 0
+    lrs: list = field(default_factory=list)
+
+    @property
+    def optimizer(self):
+        return self.ref()
+
+    def refresh(self) -> None:
+        """Remember what the optimizer holds now: the report may come after the user's code dropped it."""
+        opt = self.ref()
+        if opt is not None:
+            self.groups = len(opt.param_groups)
+            self.parameters = sum(len(g["params"]) for g in opt.param_groups)
+            self.lrs = [_lr(g) for g in opt.param_groups]
+
+    def to_dict(self) -> dict:
+        self.refresh()
+        return {"class": self.cls, "site": self.site, "param_groups": self.groups, "parameters": self.parameters,
+                "initial_lr": self.initial_lrs, "lr": self.lrs, "steps": self.steps}
+
+
+@dataclass
+class SchedulerInfo:
+    ref: weakref.ref
+    cls: str
+    site: str | None
+    optimizer_id: int
+    first_epoch: int
+    last_steps: int = 0
+
+    def steps(self) -> int:
+        """How many times step() ran since it was created (the last count seen, once it is gone)."""
+        sched = self.ref()
+        if sched is not None:
+            self.last_steps = getattr(sched, "last_epoch", self.first_epoch) - self.first_epoch
+        return self.last_steps
+
+    def to_dict(self) -> dict:
+        return {"class": self.cls, "site": self.site, "steps": self.steps()}
+
+
+@dataclass
+class LossInfo:
+    kind: str             # the functional name: cross_entropy, nll_loss, ...
+    site: str | None      # where the loss module was created, else where the function was called
+    module: str | None    # the nn loss class, when it was called as a module
+    calls: int = 0        # sampled calls
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "module": self.module, "site": self.site, "sampled_calls": self.calls}
+
+
+@dataclass
+class LoaderInfo:
+    site: str | None
+    batch_size: int | None
+    batches: int = 0
+
+    def to_dict(self) -> dict:
+        return {"site": self.site, "batch_size": self.batch_size, "batches": self.batches}
+
+
+@dataclass
+class LossCall:
+    """One sampled call of a loss function, as the checks see it."""
+
+    kind: str
+    input: object
+    target: object
+    options: dict
+    info: LossInfo
+    grad_enabled: bool
+    first: bool                      # the first sampled call at this site
+    output: object = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def site(self):
+        return self.info.site
+
+    @property
+    def reduction(self) -> str:
+        return self.options.get("reduction", "mean")
+
+
+def _lr(group) -> float:
+    lr = group.get("lr", 0.0)
+    return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
+
+
+# ---------------------------------------------------------------- the session
+
+class Session:
+    """One watched run. Created by the runner (or `watch()`), installed, then read by the report."""
+
+    def __init__(self, *, every: int = DEFAULT_EVERY, warmup: int = WARMUP, max_steps: int | None = None,
+                 rank: int | None = None, checks=None, stop_run: bool = True):
+        self.every, self.warmup, self.max_steps, self.rank = every, warmup, max_steps, rank
+        self.stop_run = stop_run     # raise StopWatching after max_steps (the runner), else just stop watching
+        self.step = 0                # steps of the primary optimizer completed
+        self.sampled = True
+        self.sampled_steps = 1       # step 0 is sampled
+        self.stopped = False
+        self.backward_calls = 0
+        self.batches = 0
+        self.depth = 0               # nesting of module forwards (sampled steps only)
+        self.in_loss = self.in_backward = False
+        self.current_loss_module = None
+        self.models: list[ModelInfo] = []
+        self.optimizers: dict[int, OptimizerInfo] = {}
+        self.schedulers: list[SchedulerInfo] = []
+        self.losses: dict[tuple, LossInfo] = {}
+        self.loaders: dict[int, LoaderInfo] = {}
+        self.module_names: dict[int, str] = {}
+        self.param_names: dict[int, str] = {}
+        self.param_owner: dict[int, int] = {}     # id(param) -> id(module that holds it directly)
+        self.module_sites = weakref.WeakKeyDictionary()  # modules created while watching -> site
+        self.internal_errors: list[str] = []
+        self.last_loss: LossCall | None = None     # the last sampled loss call (its tensors dropped)
+        self._primary: int | None = None
+        self._event = 0
+        self._grad_cache: dict = {}
+        self._trainable_cache: tuple[tuple[int, int] | None, frozenset] = (None, frozenset())
+        self._model_hooks = []
+        self._ended = False
+        self.instrumentation: Any = None  # hooks.Instrumentation once installed
+        classes = all_checks() if checks is None else checks
+        self.checks = [cls(self) for cls in classes]
+        self._handlers = {event: [c for c in self.checks if overridden(c, event)] for event in EVENTS}
+
+    # ------------------------------------------------------------ install / uninstall
+
+    def install(self) -> None:
+        """Install the instrumentation; a session may be uninstalled and installed again (its state stays)."""
+        from kb_tools.watch.hooks import Instrumentation
+        if self.instrumentation is None:
+            self.instrumentation = Instrumentation(self)
+        self.instrumentation.install()
+        if not self._model_hooks:
+            for info in self.models:
+                if info.module is not None:
+                    self._hook_model(info.module)
+
+    def _hook_model(self, module) -> None:
+        try:
+            self._model_hooks.append(module.register_forward_pre_hook(self._model_pre_hook))
+        except RuntimeError:  # a ScriptModule: no hooks
+            pass
+
+    def uninstall(self) -> None:
+        if self.instrumentation is not None:
+            self.instrumentation.uninstall()
+        for handle in self._model_hooks:
+            handle.remove()
+        self._model_hooks = []
+
+    @property
+    def installed(self) -> bool:
+        return self.instrumentation is not None and self.instrumentation.installed
+
+    # ------------------------------------------------------------ dispatch
+
+    def dispatch(self, event: str, *args) -> None:
+        """Call `event` on every check that implements it; a check that raises is switched off and
+        recorded (the user's run goes on)."""
+        for check in self._handlers[event]:
+            try:
+                getattr(check, event)(*args)
+            except StopWatching:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a check's bug must never break the user's run
+                self._disable(check, event, exc)
+
+    def _disable(self, check, event: str, exc: Exception) -> None:
+        self.internal_errors.append(f"{check.code} {event}: {type(exc).__name__}: {exc}")
+        for handlers in self._handlers.values():
+            if check in handlers:
+                handlers.remove(check)
+        self.checks = [c for c in self.checks if c is not check]
+
+    def is_sampled(self, step: int) -> bool:
+        return step < self.warmup or step % self.every == 0
+
+    # ------------------------------------------------------------ discovery
+
+    def add_model(self, module, site: str | None = None) -> ModelInfo | None:
+        """Register a model (a root module with parameters); a model that contains a known one replaces it."""
+        for info in self.models:
+            if info.module is module:
+                return info
+        if id(module) in self.module_names:  # a submodule of a watched model, called on its own
+            return None
+        if len(self.models) >= MAX_LISTED:
+            return None
+        params = list(module.named_parameters())
+        if not params:
+            return None
+        contained = [info for info in self.models if info.module is not None and id(info.module) in
+                     {id(m) for m in module.modules()}]
+        for info in contained:
+            self.models.remove(info)
+        info = ModelInfo(ref=weakref.ref(module), cls=type(module).__name__,
+                         site=site or self.module_sites.get(module), parameters=sum(p.numel() for _, p in params),
+                         trainable=sum(p.numel() for _, p in params if p.requires_grad))
+        self.models.append(info)
+        self._rebuild_names()
+        if self.installed:
+            self._hook_model(module)
+        return info
+
+    def _rebuild_names(self) -> None:
+        self.module_names.clear()
+        self.param_names.clear()
+        self.param_owner.clear()
+        many = len(self.models) > 1
+        for info in self.models:
+            module = info.module
+            if module is None:
+                continue
+            info.prefix = f"{info.cls}." if many else ""
+            for name, sub in module.named_modules():
+                self.module_names.setdefault(id(sub), f"{info.prefix}{name}" if name else info.cls)
+                for pname, p in sub.named_parameters(recurse=False):
+                    key = id(p)
+                    if key not in self.param_names:
+                        self.param_names[key] = f"{info.prefix}{name + '.' if name else ''}{pname}"
+                        self.param_owner[key] = id(sub)
+
+    def _model_pre_hook(self, module, args):
+        handlers = self._handlers["on_root_forward"]
+        if handlers:
+            info = next((m for m in self.models if m.ref() is module), None)
+            if info is not None:
+                self.dispatch("on_root_forward", info, torch.is_grad_enabled())
+
+    def root_call(self, module) -> None:
+        """A module called outside any other forward on a sampled step: maybe a new model."""
+        if id(module) in self.module_names or isinstance(module, torch.nn.modules.loss._Loss):
+            return
+        info = self.add_model(module)
+        if info is not None:  # its own pre hook missed this call: it was registered during it
+            self.dispatch("on_root_forward", info, torch.is_grad_enabled())
+
+    def add_optimizer(self, opt, site: str | None = None) -> OptimizerInfo:
+        info = self.optimizers.get(id(opt))
+        if info is None or info.optimizer is not opt:
+            info = OptimizerInfo(ref=weakref.ref(opt), cls=type(opt).__name__, site=site,
+                                 initial_lrs=[_lr(g) for g in opt.param_groups])
+            info.refresh()
+            if len(self.optimizers) < MAX_LISTED or id(opt) in self.optimizers:
+                self.optimizers[id(opt)] = info
+        return info
+
+    def add_scheduler(self, sched, site: str | None) -> None:
+        if len(self.schedulers) < MAX_LISTED and getattr(sched, "optimizer", None) is not None:
+            self.schedulers.append(SchedulerInfo(ref=weakref.ref(sched), cls=type(sched).__name__, site=site,
+                                                 optimizer_id=id(sched.optimizer),
+                                                 first_epoch=getattr(sched, "last_epoch", 0)))
+
+    def add_loader(self, loader, site: str | None) -> None:
+        if len(self.loaders) < MAX_LISTED:
+            self.loaders[id(loader)] = LoaderInfo(site=site, batch_size=getattr(loader, "batch_size", None))
+
+    # ------------------------------------------------------------ lookups the checks share
+
+    def live_optimizers(self) -> list:
+        return [o for o in (info.optimizer for info in self.optimizers.values()) if o is not None]
+
+    def optimizer_info(self, opt) -> OptimizerInfo | None:
+        info = self.optimizers.get(id(opt))
+        return info if info is not None and info.optimizer is opt else None
+
+    def schedulers_of(self, opt_id: int) -> list:
+        """The schedulers created for the optimizer with this id (alive or not)."""
+        return [s for s in self.schedulers if s.optimizer_id == opt_id]
+
+    @staticmethod
+    def params_of(opt) -> list:
+        return [p for group in opt.param_groups for p in group["params"]]
+
+    def trainable_ids(self) -> frozenset:
+        """ids of every parameter some optimizer holds (any optimizer created, stepping or not)."""
+        key = (self._event, len(self.optimizers))
+        if self._trainable_cache[0] != key:
+            ids = frozenset(id(p) for opt in self.live_optimizers() for p in self.params_of(opt))
+            self._trainable_cache = (key, ids)
+        return self._trainable_cache[1]
+
+    def param_name(self, p) -> str:
+        return self.param_names.get(id(p), f"<{tuple(p.shape)} tensor>")
+
+    def module_name(self, module) -> str:
+        name = self.module_names.get(id(module))
+        return name if name is not None else type(module).__name__
+
+    def where(self, opt=None) -> str | None:
+        """The creation site of `opt`, else of the primary optimizer."""
+        info = self.optimizer_info(opt) if opt is not None else self.primary_info()
+        return info.site if info is not None else None
+
+    def primary_info(self) -> OptimizerInfo | None:
+        info = self.optimizers.get(self._primary) if self._primary is not None else None
+        if info is None and self.optimizers:
+            info = next(iter(self.optimizers.values()))
+        return info
+
+    def grad_norm(self, opt) -> float | None:
+        """The total 2-norm of the gradients of `opt`'s parameters now (None: none has a gradient),
+        computed once per event however many checks ask."""
+        key = (self._event, id(opt))
+        cached = self._grad_cache.get(key, self)
+        if cached is not self:
+            return cached
+        if next(iter(self._grad_cache), (self._event,))[0] != self._event:
+            self._grad_cache.clear()
+        grads = [p.grad for p in self.params_of(opt) if p.grad is not None]
+        value = grad_norm_of(grads) if grads else None
+        self._grad_cache[key] = value
+        return value
+
+    # ------------------------------------------------------------ events from the hooks
+
+    def on_step_pre(self, opt) -> OptimizerInfo | None:
+        if self.stopped:
+            return None
+        info = self.optimizer_info(opt) or self.add_optimizer(opt)
+        if self._primary is None:
+            self._primary = id(opt)
+        if self.sampled:
+            info.refresh()
+            for sched in self.schedulers:
+                if sched.optimizer_id == id(opt):
+                    sched.steps()
+            self._event += 1
+            self.dispatch("on_step_pre", opt)
+        return info
+
+    def on_step_post(self, opt) -> None:
+        if self.stopped:  # the user's code caught StopWatching and went on: stop it again
+            if self.stop_run and id(opt) == self._primary:
+                raise StopWatching()
+            return
+        info = self.optimizer_info(opt)
+        if info is not None:
+            info.steps += 1
+        if self.sampled:
+            self._event += 1
+            self.dispatch("on_step_post", opt)
+        if id(opt) != self._primary:
+            return
+        self.step += 1
+        self.depth = 0
+        if self.max_steps is not None and self.step >= self.max_steps:
+            self.end()
+            self.stopped = True
+            if self.stop_run:
+                raise StopWatching()
+            # watch(steps=N): stop watching, keep running. The step hooks stay (inert) until the
+            # report: torch is iterating over them right now, so removing them here would break it.
+            if self.instrumentation is not None:
+                self.instrumentation.uninstall(keep_step_hooks=True)
+            for handle in self._model_hooks:
+                handle.remove()
+            self._model_hooks = []
+            return
+        sampled = self.is_sampled(self.step)
+        if sampled:
+            self.sampled_steps += 1
+        if sampled != self.sampled:
+            self.sampled = sampled
+            if self.instrumentation is not None:
+                self.instrumentation.forward_hooks(sampled)
+
+    def before_backward(self, tensors) -> None:
+        self.backward_calls += 1
+        if self.sampled:
+            self._event += 1
+            self.dispatch("on_before_backward", tensors)
+
+    def after_backward(self, tensors) -> None:
+        if self.sampled:
+            self._event += 1
+            self.dispatch("on_after_backward", tensors)
+
+    def loss_call(self, kind: str, bound: dict) -> LossCall:
+        module = self.current_loss_module
+        site = self.module_sites.get(module) if module is not None else None
+        if site is None:
+            site = user_site(depth=3)
+        key = (kind, site)
+        info = self.losses.get(key)
+        if info is None:
+            info = LossInfo(kind=kind, site=site, module=type(module).__name__ if module is not None else None)
+            if len(self.losses) < MAX_LISTED:
+                self.losses[key] = info
+        info.calls += 1
+        call = LossCall(kind=kind, input=bound.pop("input", None), target=bound.pop("target", None),
+                        options=bound, info=info, grad_enabled=torch.is_grad_enabled(), first=info.calls == 1)
+        self.dispatch("on_loss_input", call)
+        return call
+
+    def loss_returned(self, call: LossCall, output) -> None:
+        call.output = output
+        self.dispatch("on_loss", call)
+        call.input = call.target = call.output = None  # keep no tensor alive
+        self.last_loss = call
+
+    def module_forward(self, module, output) -> None:
+        self.dispatch("on_module_forward", module, output, torch.is_grad_enabled())
+
+    def batch(self, loader, batch) -> None:
+        self.batches += 1
+        info = self.loaders.get(id(loader))
+        if info is not None:
+            info.batches += 1
+        if self.sampled:
+            self.dispatch("on_batch", loader, batch)
+
+    # ------------------------------------------------------------ the report
+
+    def end(self) -> None:
+        """The run is over (or --steps reached): checks take their last measurements, once, while
+        the user's objects may still be alive."""
+        if not self._ended:
+            self._ended = True
+            for opt_info in self.optimizers.values():
+                opt_info.refresh()
+            for sched in self.schedulers:
+                sched.steps()
+            self.dispatch("on_end")
+
+    def findings(self) -> list:
+        from kb_tools.watch.report import sort_findings
+        found = []
+        for check in list(self.checks):
+            try:
+                found.extend(f.to_dict() for f in check.findings())
+            except Exception as exc:  # noqa: BLE001
+                self._disable(check, "findings", exc)
+        return sort_findings(found)
+
+    def facts(self) -> dict:
+        """What the run was: steps, sampling, and what was found with where it was created."""
+        return {
+            "rank": self.rank,
+            "steps": self.step,
+            "sampled_steps": self.sampled_steps,
+            "every": self.every,
+            "warmup": self.warmup,
+            "backward_calls": self.backward_calls,
+            "batches": self.batches,
+            "models": [m.to_dict() for m in self.models],
+            "optimizers": [o.to_dict() for o in self.optimizers.values()],
+            "schedulers": [s.to_dict() for s in self.schedulers],
+            "losses": [loss.to_dict() for loss in self.losses.values()],
+            "loaders": [loader.to_dict() for loader in self.loaders.values()],
+            "internal_errors": list(self.internal_errors),
+        }
+
+
+def grad_norm_of(tensors) -> float:
+    """The 2-norm of all `tensors` together, as a float (inf or nan when one of them is): one
+    device synchronisation, whatever the number of tensors."""
+    try:
+        norms: list | tuple = torch._foreach_norm([t.detach() for t in tensors])
+    except (RuntimeError, TypeError, NotImplementedError):  # sparse gradients, unusual devices
+        norms = [t.detach().norm() for t in tensors]
+    try:
+        stacked = torch.stack(norms)
+    except RuntimeError:  # mixed devices or dtypes
+        stacked = torch.stack([n.to(device=norms[0].device, dtype=torch.float64) for n in norms])
+    return float(torch.linalg.vector_norm(stacked.double()))
+
+
+def finite(value: float) -> bool:
+    return value is not None and math.isfinite(value)
