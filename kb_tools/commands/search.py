@@ -1,4 +1,5 @@
-"""`kb search`: rank entries for a symptom, or for what `kb lint` finds in a script (--from-lint).
+"""`kb search`: rank entries for a symptom, or for what `kb lint` finds in a script (--from-lint), or for
+what `kb watch` found in a run (--from-watch REPORT).
 
 On the start-up fast path (fastpath.py runs a plain search through `run` without argparse):
 no argparse, re or json here, and the KB's parser and schema only when a command needs them."""
@@ -24,6 +25,9 @@ SEARCH_OPTIONS = (
      "rank by words only (BM25 with synonyms), without the sentence embeddings"),
     (("--from-lint",), "from_lint", str, None,
      "instead of a query: the entries for what `kb lint` finds in FILE (- reads standard input)"),
+    (("--from-watch",), "from_watch", str, None,
+     "instead of a query: the entries for what `kb watch` found in a run, from the JSON REPORT that "
+     "kb watch --report (or --json) wrote (- reads standard input)"),
 )
 
 
@@ -35,10 +39,15 @@ def run(args) -> int:
     query = query_text(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
+    if args.from_lint and args.from_watch:
+        raise UsageError("search: give --from-lint FILE or --from-watch REPORT, not both")
     if args.from_lint:
         return search_from_lint(args, query)
+    if args.from_watch:
+        return search_from_watch(args, query)
     if not query.strip():
-        raise UsageError("empty query: describe what you see, e.g. kb search \"loss flat\" (or give --from-lint FILE)")
+        raise UsageError("empty query: describe what you see, e.g. kb search \"loss flat\" (or give --from-lint FILE "
+                         "or --from-watch REPORT)")
     index = load_index(args.kb, dense=not args.lexical)
     fail_if_invalid(index.header["problems"])
     hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
@@ -89,6 +98,42 @@ def search_from_lint(args, query: str) -> int:
               f"{hit['score']} finding{'s' if hit['score'] != 1 else ''}")
         print(f"    {style('found:', '2')} {hit['matched']}")
     return EXIT_FAIL if unlinted else EXIT_OK
+
+
+def search_from_watch(args, query: str) -> int:
+    """The entries behind what `kb watch` found in a run, most confident finding first, each with
+    the measurement that named it. Reads the report's JSON only: no torch."""
+    from kb_tools.watch.report import finding_line, read_report
+    if query.strip():
+        raise UsageError("search: give a query or --from-watch REPORT, not both")
+    report = read_report(args.from_watch)
+    kb = load_kb_checked(args)
+    hits, unknown = {}, []
+    for finding in report["findings"]:
+        entry = kb.entries.get(finding["entry"])
+        if entry is None:
+            unknown.append(finding["entry"])
+            continue
+        if (args.area and entry.area != args.area) or (args.tag and args.tag.lower() not in entry.tags):
+            continue
+        hit = hits.setdefault(entry.id, {"id": entry.id, "title": entry.title, "area": entry.area, "score": 0,
+                                         "matched": finding_line(finding), "low_confidence": False,
+                                         "confidence": finding.get("confidence")})
+        hit["score"] += 1
+    for name in sorted(set(unknown)):
+        print(f"kb: the report names entry '{name}', which this KB does not have (a newer or older kb wrote it)",
+              file=sys.stderr)
+    shown = list(hits.values())[:args.limit]
+    if args.json:
+        print_json(shown)
+        return EXIT_OK
+    if not shown:
+        print(f"kb watch found nothing in that run ({'standard input' if args.from_watch == '-' else args.from_watch})")
+    for n, hit in enumerate(shown, 1):
+        print(f"{n:2d}. {style(hit['id'], '1')}  {hit['title']}  [{hit['area']}]  "
+              f"{hit['score']} finding{'s' if hit['score'] != 1 else ''}")
+        print(f"    {style('found:', '2')} {hit['matched']}")
+    return EXIT_OK
 
 
 def add_arguments(p):

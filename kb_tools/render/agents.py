@@ -93,6 +93,37 @@ def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str |
             "markdown": text}
 
 
+def context_from_watch(kb, report: dict, budget: int = 1500, limit: int = 5, area: str | None = None) -> dict:
+    """The entries behind a `kb watch` report's findings as compact Markdown within `budget` tokens,
+    most confident finding first, each with what this run measured as its matched symptom: what
+    an agent needs to fix the run it watched (the same trimming as `context`)."""
+    from kb_tools.watch.report import finding_line  # plain data: no torch
+    if budget < 100:
+        raise UsageError("--budget must be at least 100 tokens")
+    measured = {}
+    for finding in report["findings"]:
+        entry = kb.entries.get(finding["entry"])
+        if entry is not None and (area is None or entry.area == area):
+            measured.setdefault(entry.id, []).append(finding_line(finding))
+    command = " ".join(map(str, report.get("run", {}).get("command") or [])) or "a watched run"
+    header = f"# kb context for what kb watch found in: {command[:200]}\n"
+    if not measured:
+        header += "\nkb watch found none of the KB's mistakes in this run.\n"
+    out, used, included = [header], estimate_tokens(header), []
+    for n, (entry_id, lines) in enumerate(list(measured.items())[:limit]):
+        text = compact_markdown(kb.entries[entry_id], " / ".join(lines[:3]), matched_label="Measured in this run")
+        if used + estimate_tokens(text) + 1 > budget:
+            if n:
+                continue
+            text = _shortened(text, budget - used - 1)
+        out.append(text)
+        used += estimate_tokens(text) + 1
+        included.append({"id": entry_id, "title": kb.entries[entry_id].title, "findings": len(lines)})
+    text = "\n".join(out)
+    return {"query": None, "from_watch": command, "budget": budget, "tokens": estimate_tokens(text),
+            "entries": included, "markdown": text}
+
+
 def _shortened(text: str, room: int) -> str:
     """`text` cut at a word boundary to fit `room` tokens, marked as cut."""
     cut = text[:max(room - 2, 0) * CHARS_PER_TOKEN]

@@ -58,11 +58,12 @@ def entry_markdown(entry, symptoms=None, snippet: bool = True, status: str | Non
     return "\n\n".join(parts) + "\n"
 
 
-def compact_markdown(entry, matched) -> str:
-    """An entry for a context window: title, the symptom that matched, cause, fix, check."""
+def compact_markdown(entry, matched, matched_label: str = "Matched symptom") -> str:
+    """An entry for a context window: title, the symptom that matched (or what a watched run
+    measured), cause, fix, check."""
     parts = [f"## {entry.id}: {entry.title}"]
     if matched:
-        parts.append("Matched symptom: " + _line(matched))
+        parts.append(f"{matched_label}: " + _line(matched))
     for heading, text in (("Cause", entry.cause), ("Fix", entry.fix), ("Check", entry.check)):
         parts.append(f"{heading}: {_line(text or '')}")
     parts.append(f"More: `kb show {entry.id}`; runnable proof of bug and fix: `kb snippet {entry.id} | python`")

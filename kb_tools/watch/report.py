@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from kb_tools.core.util import write_atomic
+from kb_tools.core.util import KBError, write_atomic
 
 REPORT_VERSION = 1
 
@@ -152,3 +152,44 @@ def exit_code(report: dict) -> int:
     run = report["run"]
     failed = bool(run.get("exit_status")) and not run.get("stopped_after_steps")
     return 1 if report["findings"] or failed else 0
+
+
+MAX_REPORT_BYTES = 16 << 20  # a report holds one line per finding and the run's facts: kilobytes
+
+
+def read_report(path: str) -> dict:
+    """A report that `kb watch --report FILE` or `--json` wrote (`-`: standard input), checked
+    enough for `kb search --from-watch` and `kb context --from-watch` to read its findings; a
+    file that is not one is a one-line KBError naming the file and what is wrong."""
+    name = "standard input" if path == "-" else path
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_REPORT_BYTES + 1)
+        else:
+            if os.path.isdir(path):
+                raise KBError(f"{name}: is a folder; give the report file that kb watch --report wrote")
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_REPORT_BYTES + 1)
+    except OSError as exc:
+        raise KBError(f"{name}: cannot read the watch report: {exc.strerror or exc}") from None
+    if len(data) > MAX_REPORT_BYTES:
+        raise KBError(f"{name}: larger than {MAX_REPORT_BYTES >> 20} MB; not a kb watch report")
+    try:
+        report = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise KBError(f"{name}: not a kb watch report (not JSON: {exc})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("findings"), list):
+        raise KBError(f"{name}: not a kb watch report (no 'findings' list); write one with kb watch --report FILE")
+    if report.get("version") != REPORT_VERSION:
+        raise KBError(f"{name}: a watch report of version {report.get('version')!r}; this kb reads version "
+                      f"{REPORT_VERSION} (run kb watch again)")
+    for n, finding in enumerate(report["findings"]):
+        if not isinstance(finding, dict) or not all(isinstance(finding.get(k), str) for k in ("code", "entry", "message")):
+            raise KBError(f"{name}: findings[{n}]: needs the strings 'code', 'entry' and 'message'")
+    return report
+
+
+def finding_line(finding: dict) -> str:
+    """A finding as the text report shows it: CODE entry: what was measured (where), [rank]."""
+    rank = f" [rank {finding['rank']}]" if finding.get("rank") is not None else ""
+    return f"{finding['code']} {finding['entry']}: {finding['message']}{rank}"
