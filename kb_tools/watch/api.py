@@ -63,10 +63,13 @@ class Watch:
         return False
 
 
-def watch(*objects, steps=None, every=None, report=None, stream=None) -> Watch:
+def watch(*objects, steps=None, every=None, report=None, stream=None, where=None) -> Watch:
+    """See kb_tools.watch.watch; `where` describes how the objects were passed, for a framework's
+    callback whose caller is the framework, not the user's code."""
     session = Session(every=every or DEFAULT_EVERY, max_steps=steps, stop_run=False)
-    site = user_site(depth=2)
-    where = f"passed to watch() at {site}" if site else "passed to watch()"
+    if where is None:
+        site = user_site(depth=2)
+        where = f"passed to watch() at {site}" if site else "passed to watch()"
     for obj in objects:
         if isinstance(obj, torch.nn.Module):
             session.add_model(obj, site=where)
