@@ -94,7 +94,7 @@ def test_a_file_that_is_not_a_report_is_one_line_and_exit_1(tmp_path, content, m
     (["search", "loss flat", "--from-watch", "r.json"], "not both"),
     (["search", "--from-lint", "x.py", "--from-watch", "r.json"], "not both"),
     (["context", "loss flat", "--from-watch", "r.json"], "not both"),
-    (["context"], "give a query"),
+    (["context"], "empty query"),
 ])
 def test_a_query_and_a_report_together_are_a_usage_error(argv, message):
     r = kb(*argv)

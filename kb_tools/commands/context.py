@@ -32,7 +32,7 @@ def run(args) -> int:
         result = context_from_watch(load_kb_checked(args), report, budget=args.budget, limit=args.limit,
                                     area=args.area)
     elif not query.strip():
-        raise UsageError("context: give a query (what the run shows) or --from-watch REPORT")
+        raise UsageError("context: empty query: give what the run shows, or --from-watch REPORT")
     else:
         result = context(args.kb, query, budget=args.budget, limit=args.limit, area=args.area)
     if args.json:
