@@ -1,12 +1,14 @@
-"""KBW023: the model's first layer receives inputs far from the O(1) scale, or evaluated on another scale than trained.
+"""KBW023: a convolutional first layer trained on raw-scale inputs, or a first layer evaluated on another scale than trained.
 
 The first layer is the first leaf module holding parameters to finish in a sampled forward
 pass of a model (up to 4 models); a normalization layer there (BatchNorm, LayerNorm, GroupNorm,
 InstanceNorm) or an embedding ends the check for that model. The first 3 float inputs it
 receives with grad enabled (training) and the first 3 without (evaluation) are measured: their
 mean and standard deviation over the whole tensor, and scale = max(|mean|, std).
-Criterion, raw-scale training inputs: on all of the first 3 training batches the scale is at
-least 10 (raw 0-255 pixels give about 110-130; standardized inputs about 1, [0, 1] pixels 0.5).
+Criterion, raw-scale training inputs: the first layer is a convolution and on all of the first 3
+training batches the scale is at least 10 (raw 0-255 pixels give about 110-130, raw 16-bit
+audio thousands; standardized inputs about 1, [0, 1] pixels 0.5). Tabular inputs in raw units
+are not judged this way: a model may be meant to take them as they are.
 Criterion, evaluation on another scale: the training scale stayed at most 3 on those batches
 while on at least 2 evaluation batches it was at least 10 times the largest training scale,
 or at most a tenth of the smallest (a transform applied in one path and not the other).
@@ -30,10 +32,11 @@ _EMBEDDINGS = (torch.nn.Embedding, torch.nn.EmbeddingBag)
 
 
 class _Layer:
-    __slots__ = ("name", "cls", "site", "ref", "handle", "stats")
+    __slots__ = ("name", "cls", "site", "conv", "ref", "handle", "stats")
 
     def __init__(self, name, cls, site, module):
         self.name, self.cls, self.site = name, cls, site
+        self.conv = isinstance(module, torch.nn.modules.conv._ConvNd)
         self.ref = weakref.ref(module)
         self.handle = None
         # per path (True: training, False: evaluation): [count, low scale, high scale, mean, std, first step]
@@ -45,7 +48,7 @@ class InputScale(Check):
     code = "KBW023"
     name = "input-scale"
     entry = "normalization-mismatch"
-    title = "first-layer inputs far from the O(1) scale (raw pixels, raw units), or on another scale in evaluation"
+    title = "raw-scale inputs (0-255 pixels) into a first convolution, or first-layer inputs on another scale in evaluation"
     confidence = 0.8
 
     def __init__(self, session):
@@ -113,7 +116,7 @@ class InputScale(Check):
         for layer in self.layers:
             train, evaluation = layer.stats[True], layer.stats[False]
             where = f"{layer.name} ({layer.cls}{f', created at {layer.site}' if layer.site else ''})"
-            if train[0] >= BATCHES and train[1] >= RAW:
+            if layer.conv and train[0] >= BATCHES and train[1] >= RAW:
                 message = (f"the first layer {where} received training inputs with mean {train[3]:.4g} and std "
                            f"{train[4]:.4g} at step {train[5]}, and a scale (max of |mean| and std) of "
                            f"{train[1]:.4g}-{train[2]:.4g} on its first {train[0]} training batches, far from the "
