@@ -1,10 +1,10 @@
 """KBW023: a convolutional first layer trained on raw-scale inputs, or a first layer evaluated on another scale than trained.
 
-The first layer is the first leaf module holding parameters to finish in a sampled forward
-pass of a model (up to 4 models); a normalization layer there (BatchNorm, LayerNorm, GroupNorm,
+The first layer is the first leaf module holding parameters to start in a sampled forward pass
+of a model (up to 4 models); a normalization layer there (BatchNorm, LayerNorm, GroupNorm,
 InstanceNorm) or an embedding ends the check for that model. The first 3 float inputs it
-receives with grad enabled (training) and the first 3 without (evaluation) are measured: their
-mean and standard deviation over the whole tensor, and scale = max(|mean|, std).
+receives on sampled steps with grad enabled (training) and the first 3 without (evaluation) are
+measured: their mean and standard deviation over the whole tensor, and scale = max(|mean|, std).
 Criterion, raw-scale training inputs: the first layer is a convolution and on all of the first 3
 training batches the scale is at least 10 (raw 0-255 pixels give about 110-130, raw 16-bit
 audio thousands; standardized inputs about 1, [0, 1] pixels 0.5). Tabular inputs in raw units
@@ -14,8 +14,6 @@ while on at least 2 evaluation batches it was at least 10 times the largest trai
 or at most a tenth of the smallest (a transform applied in one path and not the other).
 """
 from __future__ import annotations
-
-import weakref
 
 import torch
 
@@ -32,13 +30,11 @@ _EMBEDDINGS = (torch.nn.Embedding, torch.nn.EmbeddingBag)
 
 
 class _Layer:
-    __slots__ = ("name", "cls", "site", "conv", "ref", "handle", "stats")
+    __slots__ = ("name", "cls", "site", "conv", "stats")
 
     def __init__(self, name, cls, site, module):
         self.name, self.cls, self.site = name, cls, site
         self.conv = isinstance(module, torch.nn.modules.conv._ConvNd)
-        self.ref = weakref.ref(module)
-        self.handle = None
         # per path (True: training, False: evaluation): [count, low scale, high scale, mean, std, first step]
         self.stats = {True: [0, float("inf"), 0.0, None, None, None], False: [0, float("inf"), 0.0, None, None, None]}
 
@@ -55,36 +51,25 @@ class InputScale(Check):
         super().__init__(session)
         self.expect = None            # the model whose first layer is being looked for
         self.resolved: set = set()    # ids of ModelInfo whose first layer is known
-        self.layers: list = []        # _Layer, at most MAX_MODELS
+        self.layers: dict = {}        # id(first layer) -> _Layer, at most MAX_MODELS
 
     def on_root_forward(self, model, grad_enabled):
         if self.expect is None and len(self.resolved) < MAX_MODELS and id(model) not in self.resolved:
             self.expect = model
 
-    def on_module_forward(self, module, output, grad_enabled):
-        info = self.expect
-        if info is None:
-            return
-        if next(module.children(), None) is not None or next(module.parameters(recurse=False), None) is None:
-            return
-        self.expect = None
-        self.resolved.add(id(info))
-        if isinstance(module, _NORMS + _EMBEDDINGS):
-            return
-        layer = _Layer(self.session.module_name(module), type(module).__name__, self.session.module_sites.get(module),
-                       module)
-        self.layers.append(layer)
-        layer.handle = module.register_forward_pre_hook(self._hook(layer))
-
-    def _hook(self, layer: _Layer):
-        def measure(module, args):
-            try:
-                self._measure(layer, args)
-            except Exception:  # noqa: BLE001 - never break the user's forward
-                self._release(layer)
-        return measure
-
-    def _measure(self, layer: _Layer, args) -> None:
+    def on_module_input(self, module, args):
+        layer = self.layers.get(id(module))
+        if layer is None:
+            info = self.expect
+            if info is None or next(module.children(), None) is not None \
+                    or next(module.parameters(recurse=False), None) is None:
+                return
+            self.expect = None
+            self.resolved.add(id(info))
+            if isinstance(module, _NORMS + _EMBEDDINGS):
+                return
+            layer = self.layers[id(module)] = _Layer(self.session.module_name(module), type(module).__name__,
+                                                     self.session.module_sites.get(module), module)
         x = args[0] if args else None
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() < 2:
             return
@@ -98,22 +83,10 @@ class InputScale(Check):
         st[1], st[2] = min(st[1], scale), max(st[2], scale)
         if st[3] is None:
             st[3], st[4], st[5] = mean, std, self.session.step
-        if layer.stats[True][0] >= BATCHES and layer.stats[False][0] >= BATCHES:
-            self._release(layer)
-
-    @staticmethod
-    def _release(layer: _Layer) -> None:
-        if layer.handle is not None:
-            layer.handle.remove()
-            layer.handle = None
-
-    def on_end(self):
-        for layer in self.layers:
-            self._release(layer)
 
     def findings(self) -> list:
         out = []
-        for layer in self.layers:
+        for layer in self.layers.values():
             train, evaluation = layer.stats[True], layer.stats[False]
             where = f"{layer.name} ({layer.cls}{f', created at {layer.site}' if layer.site else ''})"
             if layer.conv and train[0] >= BATCHES and train[1] >= RAW:
