@@ -189,6 +189,7 @@ def _forward_pre(module, args):
     if s.depth == 0:
         _guard(s, "forward pre hook", s.root_call, module)
     s.depth += 1
+    _guard(s, "forward pre hook", s.module_input, module, args)
 
 
 def _forward_post(module, args, output):

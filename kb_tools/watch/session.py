@@ -464,6 +464,10 @@ class Session:
     def module_forward(self, module, output) -> None:
         self.dispatch("on_module_forward", module, output, torch.is_grad_enabled())
 
+    def module_input(self, module, args) -> None:
+        if self._handlers["on_module_input"]:
+            self.dispatch("on_module_input", module, args)
+
     def batch(self, loader, batch) -> None:
         self.batches += 1
         info = self.loaders.get(id(loader))

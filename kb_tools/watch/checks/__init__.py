@@ -24,6 +24,7 @@ from kb_tools.watch.report import Finding
 EVENTS = {
     "on_root_forward": "every call of a watched model (model, grad_enabled): must cost microseconds",
     "on_module_forward": "sampled: every module's forward (module, output, grad_enabled)",
+    "on_module_input": "sampled: a module's forward is about to run (module, args); dispatched only when a check has it",
     "on_loss_input": "sampled: a loss function is about to run (LossCall without output)",
     "on_loss": "sampled: a loss function returned (LossCall with output)",
     "on_before_backward": "sampled: backward() is about to run (tensors)",
@@ -51,6 +52,7 @@ class Check:
     # callbacks: the defaults do nothing, and the session skips checks that keep them
     def on_root_forward(self, model, grad_enabled): pass
     def on_module_forward(self, module, output, grad_enabled): pass
+    def on_module_input(self, module, args): pass
     def on_loss_input(self, call): pass
     def on_loss(self, call): pass
     def on_before_backward(self, tensors): pass

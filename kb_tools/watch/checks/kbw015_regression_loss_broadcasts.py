@@ -1,0 +1,62 @@
+"""KBW015: a regression loss whose prediction and target shapes broadcast into a grid.
+
+Criterion: on a sampled call of mse_loss, l1_loss, smooth_l1_loss or huber_loss the input and
+the target have different shapes whose broadcast holds more elements than either of them (an
+(N, 1) prediction against an (N,) target, or the reverse, gives N x N pairs for N >= 2). The
+loss then compares every prediction with every target of the batch; its minimiser is a constant
+(the batch mean of the targets), so the model learns to ignore its input. Torch warns only once
+per call site; a target that broadcasts along a dimension without creating new pairs, such as
+an (N, D) prediction against a (1, D) or scalar target, is not reported.
+"""
+from __future__ import annotations
+
+import torch
+
+from kb_tools.watch.checks import Check, loss_where
+
+KINDS = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+
+
+class RegressionLossBroadcasts(Check):
+    __doc__ = __doc__
+    code = "KBW015"
+    name = "regression-loss-broadcasts"
+    entry = "broadcasting-loss-shape"
+    title = "regression loss on shapes that broadcast into an N x N grid, e.g. (N, 1) against (N,)"
+    confidence = 0.95
+
+    def __init__(self, session):
+        super().__init__(session)
+        self.sites: dict = {}  # (kind, where, site) -> [calls, first step, input shape, target shape, broadcast shape]
+
+    def on_loss_input(self, call):
+        if call.kind not in KINDS:
+            return
+        x, y = call.input, call.target
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.shape == y.shape:
+            return
+        try:
+            grid = torch.broadcast_shapes(x.shape, y.shape)
+        except RuntimeError:
+            return  # torch raises on these shapes itself
+        cells = 1
+        for n in grid:
+            cells *= n
+        if cells <= max(x.numel(), y.numel()):
+            return
+        key = (call.kind, loss_where(call), call.site)
+        st = self.sites.get(key)
+        if st is None:
+            st = self.sites[key] = [0, self.session.step, tuple(x.shape), tuple(y.shape), tuple(grid)]
+        st[0] += 1
+
+    def findings(self) -> list:
+        out = []
+        for (kind, where, site), (calls, step, xs, ys, grid) in self.sites.items():
+            message = (f"{kind} compared a prediction of shape {list(xs)} with a target of shape {list(ys)} on "
+                       f"{calls} sampled call{'s' if calls != 1 else ''} from step {step} ({where}): they broadcast "
+                       f"to {list(grid)}, every prediction against every target, so the loss is minimised by a "
+                       f"constant; make the shapes equal (pred.squeeze(-1) or target.view(-1, 1))")
+            out.append(self.finding(message, where=site, step=step, evidence={
+                "calls": calls, "input_shape": list(xs), "target_shape": list(ys), "broadcast_shape": list(grid)}))
+        return out

@@ -1,0 +1,105 @@
+"""KBW017: the DataLoader yields the same batch on every step (a new iterator, or a new loader, per step).
+
+Criterion: the first tensor of the batches drawn from one loader (by creation site) has the
+same fingerprint (shape, dtype, sum and 8 strided elements) as the batch of the previous
+optimizer step on at least 5 pairs of consecutive sampled steps, and on at least 80% of such
+pairs, while the loader has at least 2 batches per pass. `next(iter(loader))` inside the loop,
+or a loader rebuilt each step with a freshly seeded generator, restarts the epoch every step
+and trains on its first batch only; a loader iterated normally never repeats a batch on
+consecutive steps.
+"""
+from __future__ import annotations
+
+import torch
+
+from kb_tools.watch.checks import Check, created_at
+
+MIN_REPEATS = 5
+SHARE = 0.8
+MAX_KEYS = 64
+ELEMENTS = 8
+
+
+def first_tensor(value, depth: int = 0):
+    """The first tensor of a batch (a tensor, or a tuple, list or dict holding one)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if depth > 3:
+        return None
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for item in value[:16]:
+            found = first_tensor(item, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def fingerprint(t: torch.Tensor) -> tuple | None:
+    """(shape, dtype, sum, a few strided elements): equal for equal tensors, cheap for any size."""
+    if t.numel() == 0 or t.is_complex() or t.is_sparse:
+        return None
+    flat = t.detach().reshape(-1)
+    stride = max(1, flat.numel() // ELEMENTS)
+    values = torch.cat([flat.double().sum().reshape(1), flat[::stride][:ELEMENTS].double()]).tolist()
+    return (tuple(t.shape), str(t.dtype), tuple(values))
+
+
+class SameBatchEveryStep(Check):
+    __doc__ = __doc__
+    code = "KBW017"
+    name = "same-batch-every-step"
+    entry = "same-batch-every-step"
+    title = "the same input batch on consecutive steps: the loader restarted every step"
+    confidence = 0.9
+
+    def __init__(self, session):
+        super().__init__(session)
+        # key -> [fingerprint, its step, consecutive pairs, repeats, first repeat step, site, batches per pass, shape]
+        self.loaders: dict = {}
+
+    def on_batch(self, loader, batch):
+        if loader is None:
+            return
+        t = first_tensor(batch)
+        if t is None:
+            return
+        info = self.session.loaders.get(id(loader))
+        key = info.site if info is not None and info.site else ("dataset", id(getattr(loader, "dataset", loader)))
+        st = self.loaders.get(key)
+        if st is None:
+            if len(self.loaders) >= MAX_KEYS:
+                return
+            try:
+                per_pass = len(loader)
+            except TypeError:  # an IterableDataset without a length
+                per_pass = None
+            st = self.loaders[key] = [None, None, 0, 0, None, info.site if info is not None else None, per_pass,
+                                      tuple(t.shape)]
+        fp = fingerprint(t)
+        step = self.session.step
+        if st[0] is not None and st[1] == step - 1:
+            st[2] += 1
+            if fp == st[0]:
+                st[3] += 1
+                if st[4] is None:
+                    st[4] = st[1]
+        st[0], st[1] = fp, step
+
+    def findings(self) -> list:
+        out = []
+        for st in self.loaders.values():
+            _, _, pairs, repeats, first, site, per_pass, shape = st
+            if repeats < MIN_REPEATS or repeats < SHARE * pairs or (per_pass is not None and per_pass < 2):
+                continue
+            passes = f" of the {per_pass} it holds per pass" if per_pass else ""
+            message = (f"the same batch came from the DataLoader ({created_at('loader', site)}) on {repeats} of "
+                       f"{pairs} pairs of consecutive sampled steps from step {first}: its first tensor "
+                       f"(shape {list(shape)}) had the same sum and elements each time, so training sees one "
+                       f"batch{passes}; keep one iterator per epoch instead of calling next(iter(loader)) or "
+                       f"building the loader inside the loop")
+            out.append(self.finding(message, where=site, step=first, evidence={
+                "repeats": repeats, "consecutive_pairs": pairs, "batches_per_pass": per_pass,
+                "shape": list(shape)}))
+        return out
