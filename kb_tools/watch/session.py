@@ -10,9 +10,7 @@ by the number of steps.
 """
 from __future__ import annotations
 
-import functools
 import math
-import sys
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,25 +26,6 @@ MAX_LISTED = 32     # at most this many models / optimizers / losses / loaders a
 
 
 # ---------------------------------------------------------------- what the run holds
-
-class _ModelHook:
-    """The forward pre hook of a watched model: calls the session's. The model stays picklable and
-    cheap to copy: torch.save(model) stores the hook as sys.audit with a fixed event name (a no-op
-    unless an audit hook is installed), so the saved file does not refer to the session or to
-    kb_tools, and copy.deepcopy(model) shares the hook instead of copying the session."""
-    __slots__ = ("fn",)
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, module, args):
-        return self.fn(module, args)
-
-    def __reduce__(self):
-        return (functools.partial, (sys.audit, "watch.detached_model_hook"))
-
-    def __deepcopy__(self, memo):
-        return self
 
 
 @dataclass
@@ -221,7 +200,8 @@ class Session:
 
     def _hook_model(self, module) -> None:
         try:
-            self._model_hooks.append(module.register_forward_pre_hook(_ModelHook(self._model_pre_hook)))
+            from kb_tools.watch.hooks import ModelHook
+            self._model_hooks.append(module.register_forward_pre_hook(ModelHook(self._model_pre_hook)))
         except RuntimeError:  # a ScriptModule: no hooks
             pass
 
