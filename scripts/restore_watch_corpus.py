@@ -90,7 +90,7 @@ def main(argv=None) -> int:
                 os.makedirs(os.path.join(REAL, "LICENSES"), exist_ok=True)
                 with open(os.path.join(REAL, "LICENSES", item["repo"].replace("/", "__") + ".txt"), "wb") as fh:
                     fh.write(licence)
-    print(f"{len(items) - 0} items, {bad} problem(s)" if bad else f"{len(items)} items restored and verified")
+    print(f"{len(items)} items, {bad} problem(s)" if bad else f"{len(items)} items restored and verified")
     return 1 if bad else 0
 
 
