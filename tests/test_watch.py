@@ -183,6 +183,13 @@ def test_steps_stops_the_run_and_the_scripts_finally_block_runs(tmp_path):
     assert "trained" not in out + err and "Traceback" not in err
 
 
+def test_a_watched_model_can_be_saved_whole_and_deep_copied():
+    code, out, err = kb_watch("--json", "--", sys.executable, os.path.join(SCRIPTS, "save_whole_model.py"))
+    report = json.loads(out)
+    assert report["run"]["exit_status"] == 0 and report["run"]["error"] is None, err
+    assert "saved, loaded and copied" in err and report["findings"] == []
+
+
 def test_exit_status_0_clean_1_findings_and_the_scripts_own_failure_is_reported(tmp_path, case_reports):
     code, out, _ = kb_watch("--", sys.executable, os.path.join(SCRIPTS, "finally_marker.py"), str(tmp_path / "m"))
     assert code == 0 and out.splitlines()[0] == "trained 200 steps"

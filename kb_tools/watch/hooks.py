@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -89,6 +90,40 @@ def _loss_wrapper(kind: str, original):
     return wrapper
 
 
+class ModelHook:
+    """The forward pre hook each watched model gets (it calls the session's). Module.__getstate__
+    leaves it out while watching, so a model saved whole (torch.save(model), then loaded with
+    weights_only and the user's safe globals) or deep-copied carries no trace of kb watch; a
+    module class whose own __getstate__ skips Module's pickles it as sys.audit with a fixed event
+    name, a no-op that refers to no session and no kb_tools."""
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, module, args):
+        return self.fn(module, args)
+
+    def __reduce__(self):
+        return (functools.partial, (sys.audit, "watch.detached_model_hook"))
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def _getstate_without_model_hooks(original):
+    """Module.__getstate__ whose state has no ModelHook among the forward pre hooks."""
+    @functools.wraps(original)
+    def __getstate__(self):
+        state = original(self)
+        hooks = state.get("_forward_pre_hooks") if isinstance(state, dict) else None
+        if hooks and any(isinstance(h, ModelHook) for h in hooks.values()):
+            state = dict(state)
+            state["_forward_pre_hooks"] = type(hooks)((k, h) for k, h in hooks.items() if not isinstance(h, ModelHook))
+        return state
+    return __getstate__
+
+
 class Instrumentation:
     """The hooks and attribute swaps of one session; install() and uninstall() may alternate."""
 
@@ -135,6 +170,7 @@ class Instrumentation:
         self._patch(dataloader.DataLoader, "__iter__", _loader_iter(dataloader.DataLoader.__iter__))
         self._patch(dataloader._BaseDataLoaderIter, "__next__", _loader_next(dataloader._BaseDataLoaderIter.__next__))
         self._patch(loss_modules._Loss, "__call__", _loss_module_call)
+        self._patch(torch.nn.Module, "__getstate__", _getstate_without_model_hooks(torch.nn.Module.__getstate__))
 
         def step_pre(opt, args, kwargs):
             _guard(session, "step pre hook", session.on_step_pre, opt)

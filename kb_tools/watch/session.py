@@ -27,6 +27,7 @@ MAX_LISTED = 32     # at most this many models / optimizers / losses / loaders a
 
 # ---------------------------------------------------------------- what the run holds
 
+
 @dataclass
 class ModelInfo:
     """A model: a module called from outside any other module's forward, holding parameters."""
@@ -199,7 +200,8 @@ class Session:
 
     def _hook_model(self, module) -> None:
         try:
-            self._model_hooks.append(module.register_forward_pre_hook(self._model_pre_hook))
+            from kb_tools.watch.hooks import ModelHook
+            self._model_hooks.append(module.register_forward_pre_hook(ModelHook(self._model_pre_hook)))
         except RuntimeError:  # a ScriptModule: no hooks
             pass
 
