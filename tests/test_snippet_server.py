@@ -121,3 +121,49 @@ def test_a_snippet_cannot_read_the_servers_protocol(tmp_path):
         """))
     assert snippets.run_snippet(e, "cpu").summary() == "done"
     assert snippets.run_snippet(e, "cpu").summary() == "done"
+
+
+def test_a_killed_client_takes_its_server_and_the_running_snippet_along(tmp_path):
+    """A test worker killed mid-run (Ctrl-C, a CI timeout) must not leave a server or a snippet
+    burning CPU: each dies with its parent."""
+    import os
+    import subprocess
+    import sys
+    import time
+    pids = tmp_path / "pids"
+    e = load_entry(tmp_path / "kb", snippet=textwrap.dedent(f"""\
+        import os
+        with open({str(pids)!r}, "w") as fh:
+            fh.write(f"{{os.getppid()}} {{os.getpid()}}")
+        while True:
+            pass
+        """))
+    client = textwrap.dedent(f"""\
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from kb_tools.core.load import load_kb
+        from kb_tools.snippets import runner
+        e = load_kb({str(tmp_path / "kb" / "kb")!r}, use_cache=False).entries["server-case"]
+        runner.run_snippet(e, "cpu", timeout=600)
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", client])
+    try:
+        deadline = time.monotonic() + 120
+        while not (pids.exists() and pids.read_text().count(" ") == 1) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        server, child = map(int, pids.read_text().split())
+    finally:
+        proc.kill()
+        proc.wait()
+
+    def alive(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().split(") ")[1][0] != "Z"  # a zombie has already died
+        except FileNotFoundError:
+            return False
+    deadline = time.monotonic() + 30
+    while (alive(server) or alive(child)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(child), "the snippet outlived its server's client"
+    assert not alive(server), "the server outlived its client"

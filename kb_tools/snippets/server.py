@@ -62,6 +62,19 @@ def warm_up() -> dict:
     return state
 
 
+def die_with_parent(sig: int, parent: int) -> None:
+    """Ask Linux to send `sig` to this process when its parent dies, so that a killed test run
+    leaves no server and no snippet burning CPU (prctl PR_SET_PDEATHSIG); and if the parent is
+    already gone (it died before the request took effect), go now."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the server is Linux-only anyway
+        return
+    if os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+
+
 def _trimmed(tb, script: str):
     """The traceback from the script's first frame on, as `python script.py` shows it."""
     while tb is not None and tb.tb_frame.f_code.co_filename != script:
@@ -69,10 +82,11 @@ def _trimmed(tb, script: str):
     return tb
 
 
-def _child(request: dict, state: dict) -> None:
+def _child(request: dict, state: dict, server: int) -> None:
     """Runs in the forked child; never returns."""
     code = 1
     try:
+        die_with_parent(signal.SIGKILL, server)  # a server that is killed takes its running snippet along
         os.setpgid(0, 0)  # its own group: a timeout kills the DataLoader workers it started too
         for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -182,10 +196,11 @@ def _reap_group(pid: int) -> None:
 
 def run_one(request: dict, state: dict, protocol_fd: int) -> dict:
     start = time.perf_counter()
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:
         request = dict(request, close_fds=[protocol_fd])
-        _child(request, state)
+        _child(request, state, server)
     status, usage, timed_out = _wait(pid, float(request["wall_limit"]))
     _reap_group(pid)
     seconds = time.perf_counter() - start
@@ -203,6 +218,7 @@ def serve() -> None:
     # torch or the warm-up prints can corrupt a reply
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)
+    die_with_parent(signal.SIGTERM, os.getppid())  # a killed test worker takes its server along
     state = warm_up()
     protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     for line in sys.stdin:
