@@ -179,8 +179,16 @@ def _judged_false(item: dict, finding: str) -> bool:
                for j in item.get("judged") or [])
 
 
-def real_section(folder: str = REAL, run=None, timeout: float = TIMEOUT) -> dict | None:
-    """Every restored script of folder/MANIFEST.yaml; None when there is no manifest."""
+def _argv(item: dict, root: str) -> list:
+    """The item's arguments; one that begins with tests/ is a path from the repository root,
+    made absolute because the script runs in a temporary folder."""
+    return [os.path.join(root, str(a)) if str(a).startswith("tests/") else str(a) for a in item.get("argv") or []]
+
+
+def real_section(folder: str = REAL, run=None, timeout: float = TIMEOUT, root: str = ROOT) -> dict | None:
+    """Every restored script of folder/MANIFEST.yaml; None when there is no manifest. A script
+    counts as restored when it and its `support` files exist, and as changed when one of them
+    differs from its recorded sha256."""
     items = _load_manifest(os.path.join(folder, "MANIFEST.yaml"))
     if items is None:
         return None
@@ -188,15 +196,17 @@ def real_section(folder: str = REAL, run=None, timeout: float = TIMEOUT) -> dict
     run = run or (lambda path, steps, argv: watch_subprocess(path, steps, argv, [standins], timeout))
     rows, missing, changed = [], [], []
     for i, item in enumerate(items, 1):
-        path = os.path.join(folder, item["file"])
-        if not os.path.isfile(path):
+        files = [item, *(item.get("support") or [])]
+        paths = [os.path.join(folder, f["file"]) for f in files]
+        if not all(os.path.isfile(p) for p in paths):
             missing.append(item["file"])
             continue
-        if item.get("sha256") and _sha256(path) != item["sha256"]:
+        if any(f.get("sha256") and _sha256(p) != f["sha256"] for f, p in zip(files, paths)):
             changed.append(item["file"])
             continue
+        path = paths[0]
         steps = int(item.get("steps") or REAL_STEPS)
-        report = run(path, steps, [str(a) for a in item.get("argv") or []])
+        report = run(path, steps, _argv(item, root))
         found = _codes(report)
         row = {"file": item["file"], "style": item.get("style"), "steps": report["run"].get("steps"),
                "findings": found, "judged_true": sum(_judged_true(item, f) for f in found),

@@ -90,14 +90,19 @@ def test_real_section_a_finding_judged_true_is_no_false_alarm_and_an_unjudged_on
     real = tmp_path / "real"
     for name in ("a.py", "b.py"):
         _write(str(real / name), "pass\n")
-    manifest = [{"file": "a.py", "judged": [{"code": "KBW001", "entry": "params-not-in-optimizer", "verdict": True,
-                                             "why": "test"}]},
-                {"file": "b.py"}]
+    _write(str(real / "c" / "main.py"), "pass\n")
+    manifest = [{"file": "a.py", "argv": ["--data", "tests/watch/real/standins/data", "--epochs", 1],
+                 "judged": [{"code": "KBW001", "entry": "params-not-in-optimizer", "verdict": True, "why": "test"}]},
+                {"file": "b.py"},
+                {"file": "c/main.py", "support": [{"file": "c/model.py", "path": "model.py", "sha256": "0" * 64}]}]
     _write(str(real / "MANIFEST.yaml"), yaml.safe_dump(manifest))
     report = {"findings": [{"code": "KBW001", "entry": "params-not-in-optimizer", "step": 3},
                            {"code": "KBW012", "entry": "train-eval-mode", "step": 9}],
               "run": {"steps": 20, "error": None, "exit_status": 0, "internal_errors": []}}
-    section = bench.real_section(str(real), run=lambda path, steps, argv: report)
+    calls = []
+    section = bench.real_section(str(real), run=lambda path, steps, argv: calls.append(argv) or report, root="/repo")
+    assert calls[0] == ["--data", "/repo/tests/watch/real/standins/data", "--epochs", "1"] and calls[1] == []
+    assert section["missing"] == ["c/main.py"]  # its support module is not restored
     rows = {r["file"]: r for r in section["rows"]}
     assert (rows["a.py"]["judged_true"], rows["a.py"]["false_alarms"], rows["a.py"]["unjudged"]) == (1, 1, 1)
     assert (rows["b.py"]["judged_true"], rows["b.py"]["false_alarms"], rows["b.py"]["unjudged"]) == (0, 2, 2)
