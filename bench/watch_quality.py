@@ -17,7 +17,8 @@
 
 A section whose manifest is missing is skipped with a note. Our own scripts (cases, look-alikes,
 bugs) run in this process as `kb watch --steps N --json -- python SCRIPT` does, torch on one
-thread; third-party scripts run in a child process each, in a temporary folder, with a timeout.
+thread (the bug scripts in a temporary working folder); third-party scripts run in a child
+process each, in a temporary folder, with a timeout.
 Progress goes to stderr; the tables to stdout. Only counts and ratios are printed.
 """
 from __future__ import annotations
@@ -99,6 +100,12 @@ def watch_subprocess(path: str, steps: int, argv: list | tuple = (), pythonpath:
         return json.loads(r.stdout)
     except ValueError:
         return _failed_report(f"no JSON report (exit {r.returncode}): " + r.stderr[-500:])
+
+
+def _in_temporary_folder(path: str, steps: int) -> dict:
+    """watch_in_process with a fresh temporary working directory, for scripts that may write files."""
+    with tempfile.TemporaryDirectory(prefix="kb-watch-bench-") as cwd:
+        return watch_in_process(os.path.abspath(path), steps, cwd=cwd)
 
 
 def _entries(report: dict) -> list:
@@ -238,7 +245,7 @@ def bug_section(folder: str = BUGS, run=None, steps: int = BUG_STEPS) -> dict | 
     items = _load_manifest(os.path.join(folder, "MANIFEST.yaml"))
     if items is None:
         return None
-    run = run or (lambda path: watch_in_process(os.path.relpath(path, ROOT), steps))
+    run = run or (lambda path: _in_temporary_folder(path, steps))
     rows, missing = [], []
     for i, item in enumerate(items, 1):
         path = os.path.join(folder, item["file"])
