@@ -44,12 +44,13 @@ class GradsClearedBeforeStep(Check):
             p = ref() if ref is not None else None
             if p is None or p.grad is None:
                 p = next((q for q in self.session.params_of(opt) if q.grad is not None), None)
-                if p is None:
-                    continue
-                self.probe[id(opt)] = weakref.ref(p)
-            norm = float(p.grad.detach().norm())
+                if p is not None:
+                    self.probe[id(opt)] = weakref.ref(p)
+            norm = float(p.grad.detach().norm()) if p is not None and p.grad is not None else 0.0
             if norm:
                 self.state.setdefault(id(opt), _State()).after = norm
+            elif id(opt) in self.state:
+                self.state[id(opt)].after = None  # this backward() left it nothing: an earlier one does not count
 
     def on_step_pre(self, optimizer):
         st = self.state.get(id(optimizer))

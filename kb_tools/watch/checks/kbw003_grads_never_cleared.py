@@ -2,8 +2,11 @@
 
 Criterion: on at least 3 pairs of consecutive sampled steps, the first backward() after step()
 started from exactly the gradient that step() had used (the same non-zero norm, to a relative
-1e-6), and on no such pair was the gradient cleared: zero_grad() is never called, and the
-gradient norm grows with the step count (reported as the ratio of the last to the first norm).
+1e-6) and no later backward() before that optimizer's next step() found it cleared, and on no
+such pair was the gradient cleared: zero_grad() is never called, and the gradient norm grows
+with the step count (reported as the ratio of the last to the first norm). With two optimizers
+(a GAN), the generator's backward() runs through the discriminator after the discriminator's
+step(); the discriminator's zero_grad() before its own backward() then clears it: not carried.
 """
 from __future__ import annotations
 
@@ -15,12 +18,13 @@ MIN_CARRIED = 3
 
 
 class _State:
-    __slots__ = ("at_step", "step_norm", "fresh", "compared", "carried", "cleared", "first_norm", "first_step", "last_norm",
-                 "last_step")
+    __slots__ = ("at_step", "step_norm", "fresh", "pending", "compared", "carried", "cleared", "first_norm", "first_step",
+                 "last_norm", "last_step")
 
     def __init__(self):
         self.at_step = self.step_norm = self.first_norm = self.first_step = self.last_norm = self.last_step = None
         self.fresh, self.compared, self.carried, self.cleared = False, 0, 0, 0
+        self.pending = False  # a carried gradient not yet seen at this optimizer's next step()
 
 
 class GradsNeverCleared(Check):
@@ -38,6 +42,7 @@ class GradsNeverCleared(Check):
     def on_step_pre(self, optimizer):
         norm = self.session.grad_norm(optimizer)
         st = self.state.setdefault(id(optimizer), _State())
+        st.pending = False  # the carried gradient reached this step(): confirmed
         st.at_step, st.step_norm = self.session.step, norm
         if norm and math.isfinite(norm):
             if st.first_norm is None:
@@ -52,10 +57,20 @@ class GradsNeverCleared(Check):
     def on_before_backward(self, tensors):
         step = self.session.step
         for key, st in self.state.items():
+            if st.pending:
+                opt = self.session.optimizers.get(key)
+                opt = opt.optimizer if opt is not None else None
+                if opt is not None and not self.session.grad_norm(opt):
+                    st.pending = False  # cleared before its own next step(): another optimizer's backward
+                    st.carried -= 1
+                    st.cleared += 1
+                continue
             if not st.fresh:
                 continue
             st.fresh = False
-            if st.at_step != step - 1 or not st.step_norm or not math.isfinite(st.step_norm):
+            # step - 1: the primary optimizer (whose step() counts the steps); step: another one that
+            # stepped after it in the same step (a GAN's generator after its discriminator)
+            if st.at_step not in (step - 1, step) or not st.step_norm or not math.isfinite(st.step_norm):
                 continue  # not consecutive steps, or nothing to compare with
             opt = self.session.optimizers.get(key)
             opt = opt.optimizer if opt is not None else None
@@ -67,6 +82,7 @@ class GradsNeverCleared(Check):
                 st.cleared += 1
             elif abs(now - st.step_norm) <= 1e-6 * st.step_norm:
                 st.carried += 1
+                st.pending = True
 
     def findings(self) -> list:
         out = []

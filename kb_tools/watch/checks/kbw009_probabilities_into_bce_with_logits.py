@@ -2,9 +2,11 @@
 
 Criterion: at one loss site, on at least 2 sampled calls and on every sampled call, every input
 value lies in [0, 1] and at least half lie strictly inside (0, 1), over at least 32
-values in all. Raw logits of an untrained or trained model are never all in [0, 1]; the loss
-applies its own sigmoid, so the probability it scores stays in (0.5, 0.73) and the loss has a
-floor near 0.5.
+values in all, and, when the input has autograd history, a sigmoid or softmax is among the last
+4 operations that made it (following each operation's first non-parameter input): the small
+logits of an untrained network (a GAN's discriminator) can all lie in [0, 1], the output of a
+sigmoid always does. The loss applies its own sigmoid, so the probability it scores stays in
+(0.5, 0.73) and the loss has a floor near 0.5.
 """
 from __future__ import annotations
 
@@ -14,6 +16,24 @@ from kb_tools.watch.checks import Check, loss_where
 
 MIN_CALLS = 2
 MIN_VALUES = 32
+GRAPH_DEPTH = 4
+SQUASHING = ("Sigmoid", "Softmax")
+
+
+def _made_by_squashing(x) -> bool:
+    """Whether one of the last GRAPH_DEPTH operations behind `x` is a sigmoid or softmax; True
+    when `x` has no autograd history (under no_grad the values alone decide)."""
+    node = x.grad_fn
+    if node is None:
+        return True
+    for _ in range(GRAPH_DEPTH):
+        if any(k in type(node).__name__ for k in SQUASHING):
+            return True
+        node = next((fn for fn, _ in node.next_functions
+                     if fn is not None and type(fn).__name__ != "AccumulateGrad"), None)
+        if node is None:
+            return False
+    return False
 
 
 class ProbabilitiesIntoBceWithLogits(Check):
@@ -34,12 +54,13 @@ class ProbabilitiesIntoBceWithLogits(Check):
         x = call.input
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0:
             return
+        squashed = _made_by_squashing(x)
         x = x.detach().float()
         st = self.sites.setdefault((loss_where(call), call.site), [0, 0, 0, None, 1.0, 0.0])
         st[0] += 1
         low, high = float(x.min()), float(x.max())
         inside = float(((x > 0) & (x < 1)).float().mean())
-        if low >= 0 and high <= 1 and inside >= 0.5:
+        if low >= 0 and high <= 1 and inside >= 0.5 and squashed:
             st[1] += 1
             st[2] += x.numel()
             st[4], st[5] = min(st[4], low), max(st[5], high)
