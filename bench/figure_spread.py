@@ -138,6 +138,24 @@ def fmt_span(span) -> str:
     return " / ".join(f"{lo:g}" if lo == hi else f"{lo:g} to {hi:g}" for lo, hi in span)
 
 
+def _read_log(path: str, runs: dict) -> set:
+    """The runs an earlier, interrupted invocation logged: put into `runs`, returned as keys."""
+    done = set()
+    if not os.path.exists(path):
+        return done
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                run = json.loads(line)
+            except ValueError:  # the line being written when it was stopped
+                continue
+            entry_id = run.pop("id", None)
+            if entry_id in runs:
+                runs[entry_id].append(run)
+                done.add((entry_id, run["capability"], run["threads"], run["seed_offset"]))
+    return done
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ids", nargs="*", help="only these entries (default: all)")
@@ -149,6 +167,8 @@ def main(argv=None) -> int:
                     help="cores to use: one-thread runs go this many at a time, two-thread runs half as many")
     ap.add_argument("--timeout", type=float, default=snippets.DEFAULT_TIMEOUT, help="CPU seconds per thread")
     ap.add_argument("--json", metavar="FILE", help="write every run and the summary here")
+    ap.add_argument("--log", metavar="FILE", help="append each run to FILE as one JSON line when it ends, and skip "
+                    "the runs already there: an interrupted measurement resumes where it stopped")
     ap.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table")
     ap.add_argument("--only-failing", action="store_true", help="list only entries with a failed run or claim")
     args = ap.parse_args(argv)
@@ -159,9 +179,14 @@ def main(argv=None) -> int:
     threads = [int(t) for t in args.threads.split(",") if t]
     offsets = [int(s) for s in args.seeds.split(",") if s]
     cases = [(e, c, t, o) for e in entries for c in caps for t in threads for o in offsets]
+    runs = {e.id: [] for e in entries}
+    logged = _read_log(args.log, runs) if args.log else set()
+    cases = [case for case in cases if (case[0].id, case[1], case[2], case[3]) not in logged]
     print(f"{len(entries)} entries x {len(caps)} kernel paths ({', '.join(caps)}) x {len(threads)} thread "
-          f"counts x {len(offsets)} seeds = {len(cases)} runs, {args.jobs} at a time", file=sys.stderr)
-    start, done, runs = time.perf_counter(), 0, {e.id: [] for e in entries}
+          f"counts x {len(offsets)} seeds: {len(cases)} runs to go ({len(logged)} already in the log), "
+          f"{args.jobs} at a time", file=sys.stderr)
+    start, done = time.perf_counter(), 0
+    log = open(args.log, "a", encoding="utf-8") if args.log else None
     # a run gets as many cores as it has threads: two 2-thread runs on two cores spin in OpenMP's
     # barriers and take ten times as long, which is not what a user's machine does
     for width in sorted(set(threads)):
@@ -171,6 +196,9 @@ def main(argv=None) -> int:
             for job in futures.as_completed(jobs):
                 result = job.result()
                 runs[jobs[job]].append(result)
+                if log is not None:
+                    log.write(json.dumps({"id": jobs[job], **result}) + "\n")
+                    log.flush()
                 done += 1
                 if not result["passed"]:
                     last = result["failure"].splitlines()[-1] if result["failure"] else ""
