@@ -4,8 +4,9 @@ Criterion: on at least 3 pairs of consecutive sampled steps, the first backward(
 that reached the optimizer's parameters (a backward() that leaves their gradient unchanged, such
 as a GAN's discriminator pass over a detached sample, is passed over) started from exactly the
 gradient that step() had used (the same non-zero norm, to a relative 1e-6), and on no such pair
-was the gradient cleared (no backward() between the two steps started from a cleared gradient): zero_grad() is never called, and the
-gradient norm grows with the step count (reported as the ratio of the last to the first norm).
+was the gradient cleared (no backward() between the two steps started from a cleared gradient):
+zero_grad() is never called, and the gradient norm grows with the step count (reported as the
+ratio of the last to the first norm).
 """
 from __future__ import annotations
 

@@ -30,6 +30,7 @@ class Trainer:
 
 
 def main():
+    torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(512, 16, generator=g)
     y = (x[:, :4].sum(1) > 0).long() + (x[:, 4] > 1).long()
