@@ -95,7 +95,6 @@ NO_CHECK_YET = {
     "clip-threshold-too-small": "the norm clip_grad_norm_ returns far above max_norm on every call",
     "cross-entropy-target-form": "cross_entropy targets that are one-hot floats or run from 1 to C",
     "ddp-unused-parameters": "parameters of a DDP model that never get a gradient",
-    "dead-relu": "the share of ReLU units that are zero for every example of the batch",
     "distributed-sampler-set-epoch": "a DistributedSampler whose epoch never changes between passes over the loader",
     "dropout-batchnorm-shift": "a Dropout whose output goes straight into a BatchNorm",
     "exploding-gradients": "gradient norms growing from the last parameterised layer to the first",
