@@ -88,7 +88,8 @@ class DeadRelu(Check):
             where = created_at('nn.ReLU', st.site)
             message = (f"{st.share:.0%} of the {st.units} units of the ReLU '{st.name}' ({where}) were zero for every "
                        f"example of the batch at step {st.step}, and more than {DEAD:.0%} on each of the last "
-                       f"{run} sampled steps since step {first} (up to {worst:.0%}): those units pass no gradient and no longer learn")
+                       f"{run} sampled steps since step {first} (up to {worst:.0%}): "
+                       f"those units pass no gradient and no longer learn")
             out.append(self.finding(message, where=st.site, step=first, evidence={
                 "module": st.name, "units": st.units, "dead_share": st.share, "worst_share": worst,
                 "sampled_steps_dead": run, "from_step": first, "last_step": st.step}))
