@@ -410,8 +410,8 @@ class Session:
         if self.stopped:
             return None
         info = self.optimizer_info(opt) or self.add_optimizer(opt)
-        if self._primary is None:
-            self._primary = id(opt)
+        if self._primary is None or self._primary_gone():
+            self._primary = id(opt)  # the first optimizer to step, or the next one once it is gone (rebuilt)
         if self.sampled:
             info.refresh()
             for sched in self.schedulers:
@@ -420,6 +420,10 @@ class Session:
             self._event += 1
             self.dispatch("on_step_pre", opt)
         return info
+
+    def _primary_gone(self) -> bool:
+        info = self.optimizers.get(self._primary) if self._primary is not None else None
+        return info is not None and info.optimizer is None
 
     def on_step_post(self, opt) -> None:
         if self.stopped:  # the user's code caught StopWatching and went on: stop it again
