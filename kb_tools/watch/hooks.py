@@ -10,8 +10,10 @@ on uninstall, so the user's code needs no change:
 - losses: the loss functions of torch.nn.functional are wrapped (nn loss modules call them too;
   `_Loss.__call__` tells which module is calling, so the loss is placed where it was created);
 - backward: torch.autograd.backward, which Tensor.backward calls;
-- creation sites: the constructors of Module, Optimizer, LRScheduler and DataLoader record the
-  first frame of the user's code, and DataLoader iterators count batches.
+- creation sites: the constructors of Module, Optimizer, LRScheduler, GradScaler and DataLoader
+  record the first frame of the user's code, and DataLoader iterators count batches;
+- gradient clipping: torch.nn.utils.clip_grad_norm_ is wrapped (the parameters, max_norm and the
+  norm it returned reach the checks on sampled steps).
 On a step that is not sampled each wrapper returns after one attribute test.
 """
 from __future__ import annotations
@@ -24,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.modules import loss as loss_modules
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+from torch.amp import grad_scaler
+from torch.nn.utils import clip_grad
 from torch.optim import lr_scheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import dataloader
@@ -167,6 +171,10 @@ class Instrumentation:
         self._patch(lr_scheduler.LRScheduler, "__init__",
                     _site_recorder(lr_scheduler.LRScheduler.__init__, "scheduler"))
         self._patch(dataloader.DataLoader, "__init__", _site_recorder(dataloader.DataLoader.__init__, "loader"))
+        self._patch(grad_scaler.GradScaler, "__init__", _site_recorder(grad_scaler.GradScaler.__init__, "scaler"))
+        clip = _clip_wrapper(clip_grad.clip_grad_norm_)
+        self._patch(clip_grad, "clip_grad_norm_", clip)
+        self._patch(torch.nn.utils, "clip_grad_norm_", clip)
         self._patch(dataloader.DataLoader, "__iter__", _loader_iter(dataloader.DataLoader.__iter__))
         self._patch(dataloader._BaseDataLoaderIter, "__next__", _loader_next(dataloader._BaseDataLoaderIter.__next__))
         self._patch(loss_modules._Loss, "__call__", _loss_module_call)
@@ -275,8 +283,26 @@ def _record(session, kind: str, obj) -> None:
         session.add_optimizer(obj, site)
     elif kind == "scheduler":
         session.add_scheduler(obj, site)
+    elif kind == "scaler":
+        session.add_scaler(obj, site)
     else:
         session.add_loader(obj, site)
+
+
+def _clip_wrapper(original):
+    """clip_grad_norm_, which also tells the session what it measured (on sampled steps)."""
+    @functools.wraps(original)
+    def clip_grad_norm_(parameters, max_norm, *args, **kwargs):
+        s = _active
+        if s is None or not s.sampled or s.stopped:
+            return original(parameters, max_norm, *args, **kwargs)
+        params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+        site = user_site(depth=2)
+        total = original(params, max_norm, *args, **kwargs)
+        _guard(s, "clip_grad_norm_", s.clip_call, params, max_norm, total, site)
+        return total
+    clip_grad_norm_.__kb_watch_original__ = original
+    return clip_grad_norm_
 
 
 def _loader_iter(original):

@@ -97,6 +97,28 @@ class SchedulerInfo:
 
 
 @dataclass
+class ScalerInfo:
+    """A GradScaler (torch.amp's, or torch.cuda.amp's, which derives from it)."""
+
+    ref: weakref.ref
+    site: str | None
+
+    @property
+    def scaler(self):
+        return self.ref()
+
+
+@dataclass
+class ClipCall:
+    """One sampled call of clip_grad_norm_, as the checks see it (dropped after the event)."""
+
+    parameters: list
+    max_norm: float
+    norm: object     # the total norm it returned (a tensor), measured before clipping
+    site: str | None
+
+
+@dataclass
 class LossInfo:
     kind: str             # the functional name: cross_entropy, nll_loss, ...
     site: str | None      # where the loss module was created, else where the function was called
@@ -168,6 +190,7 @@ class Session:
         self.schedulers: list[SchedulerInfo] = []
         self.losses: dict[tuple, LossInfo] = {}
         self.loaders: dict[int, LoaderInfo] = {}
+        self.scalers: list[ScalerInfo] = []
         self.module_names: dict[int, str] = {}
         self.param_names: dict[int, str] = {}
         self.param_owner: dict[int, int] = {}     # id(param) -> id(module that holds it directly)
@@ -315,6 +338,13 @@ class Session:
                                                  optimizer_id=id(sched.optimizer),
                                                  first_epoch=getattr(sched, "last_epoch", 0)))
 
+    def add_scaler(self, scaler, site: str | None) -> None:
+        if len(self.scalers) < MAX_LISTED:
+            self.scalers.append(ScalerInfo(ref=weakref.ref(scaler), site=site))
+
+    def live_scalers(self) -> list:
+        return [s for s in (info.scaler for info in self.scalers) if s is not None]
+
     def add_loader(self, loader, site: str | None) -> None:
         if len(self.loaders) < MAX_LISTED:
             self.loaders[id(loader)] = LoaderInfo(site=site, batch_size=getattr(loader, "batch_size", None))
@@ -382,8 +412,8 @@ class Session:
         if self.stopped:
             return None
         info = self.optimizer_info(opt) or self.add_optimizer(opt)
-        if self._primary is None:
-            self._primary = id(opt)
+        if self._primary is None or self._primary_gone():
+            self._primary = id(opt)  # the first optimizer to step, or the next one once it is gone (rebuilt)
         if self.sampled:
             info.refresh()
             for sched in self.schedulers:
@@ -392,6 +422,10 @@ class Session:
             self._event += 1
             self.dispatch("on_step_pre", opt)
         return info
+
+    def _primary_gone(self) -> bool:
+        info = self.optimizers.get(self._primary) if self._primary is not None else None
+        return info is not None and info.optimizer is None
 
     def on_step_post(self, opt) -> None:
         if self.stopped:  # the user's code caught StopWatching and went on: stop it again
@@ -462,6 +496,11 @@ class Session:
         self.dispatch("on_loss", call)
         call.input = call.target = call.output = None  # keep no tensor alive
         self.last_loss = call
+
+    def clip_call(self, parameters, max_norm, norm, site: str | None) -> None:
+        if self._handlers["on_clip"]:
+            self._event += 1
+            self.dispatch("on_clip", ClipCall(parameters=parameters, max_norm=max_norm, norm=norm, site=site))
 
     def module_forward(self, module, output) -> None:
         self.dispatch("on_module_forward", module, output, torch.is_grad_enabled())

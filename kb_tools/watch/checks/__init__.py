@@ -32,6 +32,7 @@ EVENTS = {
     "on_step_pre": "sampled: optimizer.step() is about to run (optimizer)",
     "on_step_post": "sampled: optimizer.step() returned (optimizer)",
     "on_batch": "sampled: a DataLoader yielded a batch (loader, batch)",
+    "on_clip": "sampled: clip_grad_norm_ returned (ClipCall: parameters, max_norm, the norm it returned, site)",
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
 }
 CODE_FORM = re.compile(r"^KBW\d{3}$")
@@ -60,6 +61,7 @@ class Check:
     def on_step_pre(self, optimizer): pass
     def on_step_post(self, optimizer): pass
     def on_batch(self, loader, batch): pass
+    def on_clip(self, call): pass
     def on_end(self): pass
 
     def findings(self) -> list:

@@ -1,12 +1,12 @@
 """KBW003: nothing clears the gradients, so every step applies the sum of all gradients so far.
 
 Criterion: on at least 3 pairs of consecutive sampled steps, the first backward() after step()
-started from exactly the gradient that step() had used (the same non-zero norm, to a relative
-1e-6) and no later backward() before that optimizer's next step() found it cleared, and on no
-such pair was the gradient cleared: zero_grad() is never called, and the gradient norm grows
-with the step count (reported as the ratio of the last to the first norm). With two optimizers
-(a GAN), the generator's backward() runs through the discriminator after the discriminator's
-step(); the discriminator's zero_grad() before its own backward() then clears it: not carried.
+that reached the optimizer's parameters (a backward() that leaves their gradient unchanged, such
+as a GAN's discriminator pass over a detached sample, is passed over) started from exactly the
+gradient that step() had used (the same non-zero norm, to a relative 1e-6), and on no such pair
+was the gradient cleared (no backward() between the two steps started from a cleared gradient):
+zero_grad() is never called, and the gradient norm grows with the step count (reported as the
+ratio of the last to the first norm).
 """
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ MIN_CARRIED = 3
 
 
 class _State:
-    __slots__ = ("at_step", "step_norm", "fresh", "pending", "compared", "carried", "cleared", "first_norm", "first_step",
-                 "last_norm", "last_step")
+    __slots__ = ("at_step", "step_norm", "fresh", "compared", "carried", "cleared", "first_norm", "first_step", "last_norm",
+                 "last_step", "before", "interval_cleared", "interval_carried")
 
     def __init__(self):
         self.at_step = self.step_norm = self.first_norm = self.first_step = self.last_norm = self.last_step = None
         self.fresh, self.compared, self.carried, self.cleared = False, 0, 0, 0
-        self.pending = False  # a carried gradient not yet seen at this optimizer's next step()
+        self.before = self.interval_carried = None
+        self.interval_cleared = False
 
 
 class GradsNeverCleared(Check):
@@ -42,7 +43,17 @@ class GradsNeverCleared(Check):
     def on_step_pre(self, optimizer):
         norm = self.session.grad_norm(optimizer)
         st = self.state.setdefault(id(optimizer), _State())
-        st.pending = False  # the carried gradient reached this step(): confirmed
+        if st.fresh and st.at_step == self.session.step - 1 and st.step_norm and math.isfinite(st.step_norm):
+            # judge the interval since the previous step: cleared if any backward() in it started from
+            # no gradient, carried if the first backward() that reached the parameters started from
+            # the gradient the previous step() had used
+            if st.interval_cleared:
+                st.compared += 1
+                st.cleared += 1
+            elif st.interval_carried is not None:
+                st.compared += 1
+                st.carried += st.interval_carried
+        st.fresh, st.before = False, None
         st.at_step, st.step_norm = self.session.step, norm
         if norm and math.isfinite(norm):
             if st.first_norm is None:
@@ -52,37 +63,35 @@ class GradsNeverCleared(Check):
     def on_step_post(self, optimizer):
         st = self.state.get(id(optimizer))
         if st is not None:
-            st.fresh = True
+            st.fresh, st.interval_cleared, st.interval_carried, st.before = True, False, None, None
 
-    def on_before_backward(self, tensors):
+    def _open(self):
+        """(state, optimizer) of every optimizer whose interval since its last step() is watched."""
         step = self.session.step
         for key, st in self.state.items():
-            if st.pending:
-                opt = self.session.optimizers.get(key)
-                opt = opt.optimizer if opt is not None else None
-                if opt is not None and not self.session.grad_norm(opt):
-                    st.pending = False  # cleared before its own next step(): another optimizer's backward
-                    st.carried -= 1
-                    st.cleared += 1
+            if not st.fresh or st.at_step not in (step, step - 1):
                 continue
-            if not st.fresh:
-                continue
-            st.fresh = False
-            # step - 1: the primary optimizer (whose step() counts the steps); step: another one that
-            # stepped after it in the same step (a GAN's generator after its discriminator)
-            if st.at_step not in (step - 1, step) or not st.step_norm or not math.isfinite(st.step_norm):
-                continue  # not consecutive steps, or nothing to compare with
-            opt = self.session.optimizers.get(key)
-            opt = opt.optimizer if opt is not None else None
-            if opt is None:
-                continue
+            info = self.session.optimizers.get(key)
+            opt = info.optimizer if info is not None else None
+            if opt is not None:
+                yield st, opt
+
+    def on_before_backward(self, tensors):
+        for st, opt in self._open():
             now = self.session.grad_norm(opt)
-            st.compared += 1
             if not now:
-                st.cleared += 1
-            elif abs(now - st.step_norm) <= 1e-6 * st.step_norm:
-                st.carried += 1
-                st.pending = True
+                st.interval_cleared = True
+            elif st.interval_carried is None:
+                st.before = now
+
+    def on_after_backward(self, tensors):
+        for st, opt in self._open():
+            if st.before is None:
+                continue
+            before, st.before = st.before, None
+            if self.session.grad_norm(opt) == before:
+                continue  # this backward() did not reach the parameters (a GAN's other network)
+            st.interval_carried = abs(before - st.step_norm) <= 1e-6 * st.step_norm
 
     def findings(self) -> list:
         out = []

@@ -1,0 +1,120 @@
+"""The KB entries no check of `kb watch` names, each with the reason in one line.
+
+Every entry id under kb/entries is either the `entry` of some check (kb_tools/watch/checks) or
+listed here, never both (tests/test_watch_undetectable.py): whoever adds a check for an entry
+removes it from this file.
+
+- UNDETECTABLE: the cause cannot be seen from inside one short watched run (it lies in files,
+  tokenizers, other processes, the intent behind a setting, or needs many epochs or a second run),
+  or the entry is a practice rather than a fault.
+- NO_CHECK_YET: the cause shows in what a watched run measures, but no check measures it yet.
+"""
+from __future__ import annotations
+
+UNDETECTABLE = {
+    # data and its pipeline: decided outside torch, or a fact about the meaning of the data
+    "augmentation-target-desync": "whether a mask, box or keypoint went through the same transform as its image is a "
+                                  "fact about the data's meaning; the tensors look ordinary",
+    "class-index-mismatch": "the label numbering of two folders differs only in the datasets' class_to_idx; the targets "
+                            "are plain integers either way",
+    "data-leakage": "shared source items across the split need the identity of each row, which tensors do not carry",
+    "dataloader-worker-seeds": "the random streams live in the worker processes; a repeated augmentation looks like "
+                               "any other batch in the main process",
+    "eval-augmentation-on": "the transforms are configured in the dataset objects, outside any torch call the run makes",
+    "label-misalignment": "whether a label belongs to its input is a fact about the data; only the learning curve shows it",
+    "per-sample-input-normalization": "a per-sample normalisation is an ordinary operation; that the label depended on "
+                                      "the erased level is a fact about the task",
+    "stale-preprocessing-cache": "the cache is files on disk written by an earlier program; the run reads tensors",
+    # distributed: needs several ranks compared, or the launcher's configuration
+    "ddp-effective-batch-lr": "whether the lr was meant for one GPU or for the world size is a configuration intent",
+    "ddp-no-sync-accumulation": "which backward() ran inside no_sync() is internal to DDP and is not hooked",
+    "nonfinite-any-rank-clip": "needs the per-rank skip and clip decisions compared across ranks; each rank is watched alone",
+    "rank-divergent-data": "needs the batches of different ranks compared; each rank is watched alone",
+    # fine-tuning: tokenizer facts, export, inference
+    "bos-token-duplication": "which id is BOS and what the chat template adds are tokenizer facts; ids alone do not say",
+    "chat-template-mismatch": "the inference template is used in another program than the training run",
+    "labels-dropped-before-model": "the model's own code path returns no loss (it fails in the model, with its own error)",
+    "labels-shifted-twice": "whether targets are shifted once or twice depends on what the collator and the model's "
+                            "loss each do; both are ordinary index operations",
+    "load-state-dict-shape-mismatch": "happens in load_state_dict before training; load_state_dict is not hooked",
+    "lora-not-merged": "the mistake is in the exported or served weights, after the run",
+    "lora-target-modules": "which layers were meant to get adapters is the user's intent",
+    "loss-on-prompt-tokens": "which positions are the prompt is a tokenizer and template fact; the loss sees ids",
+    "pad-token-is-eos": "that pad and eos share an id is a tokenizer setting; the masked targets look ordinary",
+    "tokenizer-padding-side": "the mistake shows in batched generation at inference, not in training",
+    "weight-tying-broken": "whether two weights should be one tensor is a model design fact; untied weights are valid",
+    "ignore-index-mismatch": "which id marks padding is a tokenizer fact; a target equal to a pad id looks like a class",
+    # loss and optimisation choices that are legitimate in other settings
+    "accumulation-counted-twice": "the extra division is a constant factor on the loss, indistinguishable from a "
+                                  "deliberate loss weight",
+    "competing-loss-terms": "how the terms should be weighted is a modelling choice; the run sees their sum",
+    "clip-loss-not-gradient": "a clamp inside the loss is an ordinary op; only the final loss reaches the watcher",
+    "grad-accum-token-normalization": "a mean of per-micro-batch means is a different weighting, with no invalid value",
+    "grad-accumulation-scaling": "an undivided sum over micro-batches is also how some code sets its effective lr; "
+                                 "nothing in the run is invalid",
+    "padded-loss-reduction": "which positions are padding is known to the masking code, not to the loss it calls",
+    "sum-reduction-lr-scale": "reduction='sum' is a legitimate choice; its harm depends on the lr chosen with it",
+    "label-smoothing-misread": "a loss floor read as a plateau is a reading of the curve, not a fault in the run",
+    "over-regularization": "how strong dropout or weight decay should be is a judgement that needs the training curve",
+    "discriminative-lr": "which parameters are pretrained and which are new is not visible in the optimizer",
+    "adam-beta2-short-run": "depends on the planned length of the whole run, which a short watched run does not know",
+    "fused-foreach-optimizer": "its failures are torch's own errors (reported as the run's error) or peak memory",
+    "lr-not-restored-after-load": "which lr the user meant after resuming is not known; the restored lr is valid",
+    # long-horizon effects: not within a short watched run
+    "attention-logit-growth": "logits grow over thousands of steps, far beyond a short watched run",
+    "overfitting-val-loss-rises": "shows over epochs of validation, far beyond a short watched run",
+    "misleading-metric-improvement": "the metric is computed outside torch, and what it measures is the user's choice",
+    "noisy-eval-estimate": "needs the spread of the metric over repeated evaluations, outside the run",
+    "causal-mask-missing": "whether attention should be causal is the model's design; the attention op looks the same",
+    # errors torch raises itself, named in the run's error
+    "inplace-autograd-error": "torch raises its own RuntimeError naming the op; the watcher reports it as the run's error",
+    # practices and triage procedures, not faults
+    "batch-independence-check": "a test to run (one sample's gradient with respect to the others), not a fault",
+    "compare-reference-implementation": "needs a reference implementation to compare with",
+    "fixed-seed": "launch-to-launch noise needs several launches compared",
+    "log-actual-lr": "advice on what to log, not a fault",
+    "lr-range-test": "a procedure (an lr sweep), not a fault",
+    "metric-stuck": "a triage of a metric computed outside torch",
+    "overfit-one-batch": "a test to run on one fixed batch, not a fault",
+    "prediction-dynamics": "a monitoring practice, not a fault",
+    "train-metrics-under-augmentation": "a reading of training against validation metrics, not a fault",
+    "update-to-weight-ratio": "a monitor; its findings are the entries lr-too-high and lr-too-low",
+    "visualize-model-input": "a practice: looking at the batch that reaches the model",
+    "weight-grad-histograms": "a monitoring practice, not a fault",
+}
+
+NO_CHECK_YET = {
+    "adamw-decay-groups": "param_groups show weight_decay on biases and norm gains, or Adam's L2 decay",
+    "autoregressive-off-by-one": "the targets at each position equal the model's input ids at the same position",
+    "bf16-weight-update-underflow": "bfloat16 parameters without an fp32 copy whose values do not change at step()",
+    "class-imbalance": "the class frequencies of the cross-entropy targets, and predictions all of one class",
+    "clip-threshold-too-small": "the norm clip_grad_norm_ returns far above max_norm on every call",
+    "ddp-unused-parameters": "parameters of a DDP model that never get a gradient",
+    "dropout-batchnorm-shift": "a Dropout whose output goes straight into a BatchNorm",
+    "exploding-gradients": "gradient norms growing from the last parameterised layer to the first",
+    "final-layer-bias-init": "the initial loss against the entropy of the label prior",
+    "fp16-overflow": "the first float16 module output holding inf",
+    "frozen-batchnorm-stats": "running statistics of a BatchNorm with frozen parameters changing during training",
+    "frozen-params-in-optimizer": "parameters with requires_grad=False in an optimizer that still changes them",
+    "gradient-checkpointing-no-grad": "adapter parameters held by the optimizer that never receive a gradient",
+    "head-size-mismatch": "cross_entropy targets at or above the number of output units",
+    "lr-too-high": "a loss that rises or oscillates from the first steps, with large update-to-weight ratios",
+    "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
+    "model-built-under-no-grad": "parameters that are inference tensors",
+    "module-requires-grad-attribute": "a module whose requires_grad attribute is False while its parameters still train",
+    "multiclass-with-binary-loss": "binary cross-entropy targets holding integers above 1",
+    "multilabel-with-cross-entropy": "cross_entropy targets with several positive classes in a row",
+    "nan-grad-at-zero": "a NaN gradient under a finite loss (KBW006 sees it and names nan-loss)",
+    "new-token-embedding-init": "embedding rows whose norm is far from the others'",
+    "output-activation-range": "regression outputs confined to [0, 1] or [-1, 1] while the targets are outside",
+    "std-of-one-sample": "std over a dimension of size 1 giving NaN",
+    "targets-not-standardized": "regression targets with a standard deviation far above 1",
+    "targets-scaled-too-small": "regression targets whose magnitude is below 1e-3",
+    "validation-backward-leak": "a backward() in evaluation whose gradient reaches the next training step",
+    "vanishing-gradients": "gradient norms shrinking from the last parameterised layer to the first",
+}
+
+
+def listed() -> dict:
+    """Every entry listed here, with its reason (NO_CHECK_YET reasons say what a check would measure)."""
+    return {**UNDETECTABLE, **{k: f"no check yet; observable: {v}" for k, v in NO_CHECK_YET.items()}}
