@@ -167,3 +167,14 @@ def test_a_killed_client_takes_its_server_and_the_running_snippet_along(tmp_path
         time.sleep(0.2)
     assert not alive(child), "the snippet outlived its server's client"
     assert not alive(server), "the server outlived its client"
+
+
+def test_runs_that_differ_only_in_the_current_test_share_a_server_and_see_their_own_env(tmp_path):
+    """pytest sets PYTEST_CURRENT_TEST for every test: that must not cost a new server (torch's
+    import) per snippet, and the child still sees the value its caller has."""
+    e = load_entry(tmp_path, snippet="import os\nprint(os.environ.get('PYTEST_CURRENT_TEST'), os.getppid())\n")
+    env = snippets.child_env("cpu")
+    first = snippets.run_snippet(e, "cpu", env={**env, "PYTEST_CURRENT_TEST": "a (call)"}).stdout.split()
+    second = snippets.run_snippet(e, "cpu", env={**env, "PYTEST_CURRENT_TEST": "b (call)"}).stdout.split()
+    assert first[0] == "a" and second[0] == "b"
+    assert first[-1] == second[-1], "a second server was started"

@@ -205,7 +205,7 @@ def _read(path: str) -> str:
 
 def _run_forked(script: str, tmp: str, env: dict, limits: tuple, keep_globals: tuple, kept_path):
     out_path, err_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
-    reply = fork_server(env).run({"script": script, "cwd": tmp, "stdout": out_path, "stderr": err_path,
+    reply = fork_server(env).run({"script": script, "cwd": tmp, "env": env, "stdout": out_path, "stderr": err_path,
                                   "keep": list(keep_globals), "kept_path": kept_path,
                                   "cpu_limit": limits[0], "wall_limit": limits[1]})
     return reply, _read(out_path), _read(err_path)
@@ -303,18 +303,26 @@ class ForkServer:
 
 _SERVERS: dict = {}
 _SERVERS_LOCK = threading.Lock()
+MAX_SERVERS = 8  # per thread: the oldest is closed beyond this (each holds an imported torch)
+# Variables that change from one run to the next without changing how torch imports (pytest sets
+# PYTEST_CURRENT_TEST for every test): runs that differ only in these share a server, and each
+# child still gets the caller's exact environment.
+PER_RUN_VARS = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 def fork_server(env: dict) -> ForkServer:
     """The warm server for this environment (threads, kernels and devices are fixed at torch's
     import, so each distinct environment gets its own) and this thread (a server runs one snippet
     at a time); restarted if it died."""
-    key = (threading.get_ident(), tuple(sorted(env.items())))
+    key = (threading.get_ident(), tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN_VARS)))
     with _SERVERS_LOCK:
         server = _SERVERS.get(key)
         if server is None or server.proc.poll() is not None:
             if server is not None:
                 server.close()
+            mine = [k for k in _SERVERS if k[0] == key[0]]  # another thread's server may be busy
+            for old in mine[:max(0, len(mine) - MAX_SERVERS + 1)]:
+                _SERVERS.pop(old).close()
             server = _SERVERS[key] = ForkServer(env)
             if len(_SERVERS) == 1:
                 atexit.register(close_fork_servers)

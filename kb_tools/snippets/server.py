@@ -88,6 +88,9 @@ def _child(request: dict, state: dict, server: int) -> None:
     try:
         die_with_parent(signal.SIGKILL, server)  # a server that is killed takes its running snippet along
         os.setpgid(0, 0)  # its own group: a timeout kills the DataLoader workers it started too
+        if "env" in request:  # the caller's exact environment (a server serves callers that differ only in
+            os.environ.clear()  # variables that do not change how torch imports)
+            os.environ.update(request["env"])
         for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
