@@ -4,7 +4,6 @@ cross_entropy) on the bug and nothing on the fixed twin. Each test runs only whe
 framework is installed; the import error without it says how to install it."""
 from __future__ import annotations
 
-import importlib
 import io
 import os
 import subprocess
@@ -120,4 +119,3 @@ def test_without_the_framework_the_import_error_says_how_to_install_it(module, p
              f"try:\n    import {module}\nexcept ImportError as exc:\n    print(exc)\n")
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert f"python -m pip install {package}" in r.stdout, (r.stdout, r.stderr)
-    assert importlib.util.find_spec("kb_tools.watch") is not None

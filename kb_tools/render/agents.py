@@ -77,18 +77,10 @@ def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str |
     if hits and kb is None:
         kb = load_kb(kb_root)
     header = f"# kb context for: {' '.join(query.split())[:200]}\n"
-    out, used, included = [header], estimate_tokens(header), []
-    for n, hit in enumerate(hits):
-        text = compact_markdown(kb.entries[hit.id], hit.matched)
-        if used + estimate_tokens(text) + 1 > budget:
-            if n:
-                continue
-            text = _shortened(text, budget - used - 1)
-        out.append(text)
-        used += estimate_tokens(text) + 1
-        included.append({"id": hit.id, "title": hit.title, "score": round(hit.score, 1),
-                         "low_confidence": hit.low_confidence})
-    text = "\n".join(out)
+    text, included = _within_budget(header, budget, [
+        (compact_markdown(kb.entries[hit.id], hit.matched),
+         {"id": hit.id, "title": hit.title, "score": round(hit.score, 1), "low_confidence": hit.low_confidence})
+        for hit in hits])
     return {"query": query, "budget": budget, "tokens": estimate_tokens(text), "entries": included,
             "markdown": text}
 
@@ -109,19 +101,28 @@ def context_from_watch(kb, report: dict, budget: int = 1500, limit: int = 5, are
     header = f"# kb context for what kb watch found in: {command[:200]}\n"
     if not measured:
         header += "\nkb watch found none of the KB's mistakes in this run.\n"
+    text, included = _within_budget(header, budget, [
+        (compact_markdown(kb.entries[entry_id], " / ".join(lines[:3]), matched_label="Measured in this run"),
+         {"id": entry_id, "title": kb.entries[entry_id].title, "findings": len(lines)})
+        for entry_id, lines in list(measured.items())[:limit]])
+    return {"query": None, "from_watch": command, "budget": budget, "tokens": estimate_tokens(text),
+            "entries": included, "markdown": text}
+
+
+def _within_budget(header: str, budget: int, parts: list) -> tuple:
+    """The header and as many (text, summary) parts as fit `budget` tokens, in order: one that does
+    not fit whole is left out, except the first, which is shortened so that an answer always comes
+    back. Returns the joined text and the summaries of the parts it holds."""
     out, used, included = [header], estimate_tokens(header), []
-    for n, (entry_id, lines) in enumerate(list(measured.items())[:limit]):
-        text = compact_markdown(kb.entries[entry_id], " / ".join(lines[:3]), matched_label="Measured in this run")
+    for n, (text, summary) in enumerate(parts):
         if used + estimate_tokens(text) + 1 > budget:
             if n:
                 continue
             text = _shortened(text, budget - used - 1)
         out.append(text)
         used += estimate_tokens(text) + 1
-        included.append({"id": entry_id, "title": kb.entries[entry_id].title, "findings": len(lines)})
-    text = "\n".join(out)
-    return {"query": None, "from_watch": command, "budget": budget, "tokens": estimate_tokens(text),
-            "entries": included, "markdown": text}
+        included.append(summary)
+    return "\n".join(out), included
 
 
 def _shortened(text: str, room: int) -> str:
