@@ -101,7 +101,6 @@ NO_CHECK_YET = {
     "lr-too-high": "a loss that rises or oscillates from the first steps, with large update-to-weight ratios",
     "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
     "model-built-under-no-grad": "parameters that are inference tensors",
-    "module-requires-grad-attribute": "a module whose requires_grad attribute is False while its parameters still train",
     "multiclass-with-binary-loss": "binary cross-entropy targets holding integers above 1",
     "multilabel-with-cross-entropy": "cross_entropy targets with several positive classes in a row",
     "nan-grad-at-zero": "a NaN gradient under a finite loss (KBW006 sees it and names nan-loss)",
