@@ -5,8 +5,9 @@ opens a fitting entry, finds its snippet and copy button, follows a quote's
 citation link and checks that the cited line is the one in view. Screenshots
 of the home page and an entry page go to artifacts/.
 
-Then the search box against `kb search`: every labelled query of QUERY_FILES
-typed into the box, its shown top 3 compared with `search_rank.rank`; keyboard use;
+Then the search box against `kb search`: the labelled queries of QUERY_FILES (every
+fourth of the long real-report file) typed into the box, its shown top 3 compared with
+`search_rank.rank`; keyboard use;
 and words-only ranking when the token table cannot be fetched.
 
 Then accessibility and deployment: the contrast of every visible text in the
@@ -52,6 +53,10 @@ QUERY_FILES = [p for p in (os.path.join(HERE, "queries.yaml"), os.path.join(HERE
 HIT_RATE_MARGIN = 0.03   # the site's top-3 hit rate may differ from the CLI's by at most this
 MODEL_LEAD_MARGIN = 0.03  # and may trail `kb search` with the whole MiniLM model by at most this
 TYPED_TAIL = 4           # a longer query is pasted up to its last TYPED_TAIL characters, then typed
+# Of a long query file, every TYPED_EVERY-th query is typed into the box: tests/test_site_search.py
+# already ranks every labelled query with the site's own script under node and finds it identical
+# to `kb search`; what typing adds (debounce, the list shown, its marks and links) needs no more.
+TYPED_EVERY = {"dev.yaml": 4}
 BOX, RESULTS = "#kb-search-input", "#kb-search-results"
 
 BROWSER_MISSING = not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK))
@@ -317,10 +322,11 @@ def test_site_search_ranks_like_kb_search(driver, served, query_file):
     index = _index(kb)
     assert index.header["dense"] is not None, "the shipped KB's index has no entry vectors"
     queries = search_evaluate.load_queries(query_file)
+    typed = queries[::TYPED_EVERY.get(os.path.basename(query_file), 1)]
     _open_search(driver, base)
     site_hits = cli_hits = agree = 0
     differ = []
-    for q in queries:
+    for q in typed:
         query = " ".join(q["query"].split())  # an input holds one line
         _type(driver, query)
         shown = _shown(driver, query)
@@ -334,19 +340,24 @@ def test_site_search_ranks_like_kb_search(driver, served, query_file):
             assert shown[0][3] == f"{base}entries/{want[0].id}/"
         site_hits += any(s[0] in q["expect"] for s in shown[:3])
         cli_hits += any(h.id in q["expect"] for h in want[:3])
-    n = len(queries)
-    print(f"\n{os.path.basename(query_file)}: {n} queries typed into the site; top 3 as kb search: {agree}; "
-          f"top-3 hit rate site {site_hits / n:.3f}, kb search {cli_hits / n:.3f}")
+    n = len(typed)
+    print(f"\n{os.path.basename(query_file)}: {n} of {len(queries)} queries typed into the site; top 3 as kb search: "
+          f"{agree}; top-3 hit rate site {site_hits / n:.3f}, kb search {cli_hits / n:.3f}")
     assert abs(site_hits - cli_hits) / n <= HIT_RATE_MARGIN
     from kb_tools.search.embedders import minilm
     model = minilm.load_model(minilm.installed_model_dir() or "")
     if model is not None:  # `KB_MODEL_DIR` runs the whole model in `kb search`; the site cannot
+        # over every query of the file: the site ranks as `kb search` does with the static vectors
+        # (the node test above and the typed queries here), so their hit rate is the site's
+        static_hits = sum(any(h.id in q["expect"] for h in search_rank.rank(index, " ".join(q["query"].split()), 3))
+                          for q in queries)
         model_index = search_index.build_index(kb, model)
         model_hits = sum(any(h.id in q["expect"] for h in search_rank.rank(model_index, " ".join(q["query"].split()), 3))
                          for q in queries)
-        print(f"kb search with the MiniLM model: top-3 hit rate {model_hits / n:.3f}")
+        print(f"top-3 hit rate over all {len(queries)}: static vectors (the site) {static_hits / len(queries):.3f}, "
+              f"the MiniLM model {model_hits / len(queries):.3f}")
         # measured on the dev split: 0.884 with the model, 0.863 on the site (the tuned static vectors)
-        assert (model_hits - site_hits) / n <= MODEL_LEAD_MARGIN
+        assert (model_hits - static_hits) / len(queries) <= MODEL_LEAD_MARGIN
     assert differ == [], f"{len(differ)} queries rank differently on the site, e.g. {differ[:3]}"
 
 
