@@ -67,7 +67,7 @@ def test_verbatim_and_formatting_variants_pass(tmp_path):
     quotes = [
         q("exact", "The quick brown fox jumps over the lazy dog.", [12, 12]),
         q("reflowed", "The quick brown\nfox   jumps over\n\nthe lazy dog.", [12, 12]),
-        q("emphasis", "It was a sunny day in the old town, and nobody noticed", [12, 13]),
+        q("emphasis", 'It was a sunny day in the "old" town, and nobody noticed', [12, 13]),
         q("curly-and-ellipsis", "in the \u201cold\u201d town, and nobody noticed\u2026 the fox at all.", [13, 13]),
         q("straight-ellipsis", 'in the "old" town, and nobody noticed... the fox at all.', [13, 13]),
         q("markup-in-quote", "Gradients **add up** by default; *zero* them each `iteration` before the next "
@@ -447,7 +447,7 @@ def test_normalisation_keeps_lines_and_reduces_markup():
     out = normalise(text)
     assert out.count("\n") == text.count("\n")
     words = [t[0] for part in quote_parts(out) for t in part]
-    assert words == ["see", "logsoftmax", "and", "self.train", "false", "x"]
+    assert words == ["see", "logsoftmax", "and", "self.train", "(", "false", ")", "x"]
 
 
 def test_malformed_quote_fields_are_reported_not_crashed(tmp_path):
