@@ -63,7 +63,8 @@ _MARKDOWN_FILES = (".md", ".markdown", ".mdx", ".qmd")
 # `"... loss is "` + newline + `"computed ..."` reads as one string
 _PY_JOIN = re.compile(r"""(["'])[ \t]*\n[ \t]*(?:[rRbBuUfF]{1,2})?\1""")
 _ELISION = re.compile(r"\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026")
-_ENDS_ELIDED = re.compile(r"(?:\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026)[\s\"'\u201d\u2019*_)\]]*$")
+# a quote that ends with an elision mark, perhaps closed by a quote mark, bracket or `.`, `!`, `?`
+_ENDS_ELIDED = re.compile(r"(?:\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026)[\s\"'\u201d\u2019*_)\].!?]*$")
 # square brackets other than an elision or a markdown link: the editor's own words
 _EDITORIAL = re.compile(r"\[(?!\s*(?:\.\s*\.\s*\.|\u2026)\s*\])[^\[\]\n]*\](?!\()")
 _END_PUNCT = re.compile(r"[.!?;:\u2026]|\n[ \t>]*\n")
