@@ -6,15 +6,20 @@ package). `verify_kb` checks each claim and reports at most one defect per quote
 the most basic one first, each with a word-level diff against the nearest passage
 and that passage's line range.
 
-Comparison is on words: case-folded, with punctuation, quote marks, markdown
-emphasis, code ticks and Sphinx roles dropped, so reflowed lines, repeated spaces,
-curly quotes and `...` vs `…` never count. `[...]`, `...` and `…` in a quote are
-elisions: the parts between them must each be verbatim, in order. Other square
-brackets (`[sic]`, `[the scheduler]`) are the editor's words: skipped, and standing
-in for at most MAX_EDITORIAL source words. A quote's `author`, when given, must be
-its source's author (a secondary source's words are its own author's, never the
-retold author's), and a source that records a `sha256` must still hash to it. The
-check runs without torch when the package texts are cached (see `PackageTexts`).
+Comparison is on words and punctuation marks: words case-folded, markup dropped
+(markdown emphasis, code ticks, escapes, `#`, links and Sphinx roles reduced to their
+shown text, a Markdown source's line-start blockquote markers and bullets, the quotes
+that join a Python source's string literals across lines), so reflowed lines and
+repeated spaces never count, and typographic variants are one mark: curly and straight
+quotes, dashes and hyphens, `...` and `…`. A mark dropped, added or changed is a
+changed passage, like a word. `[...]`, `...` and `…` in a quote are elisions: the
+parts between them must each be verbatim, in order, and the marks next to an elision
+are the editor's (not compared). Other square brackets (`[sic]`, `[the scheduler]`)
+are the editor's words: skipped, and standing in for at most MAX_EDITORIAL source
+words. A quote's `author`, when given, must be its source's author (a secondary
+source's words are its own author's, never the retold author's), and a source that
+records a `sha256` must still hash to it. The check runs without torch when the
+package texts are cached (see `PackageTexts`).
 """
 from __future__ import annotations
 
