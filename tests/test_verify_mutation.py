@@ -1,4 +1,5 @@
-"""Every shipped quote, mutated in each way a misquote happens, must be caught with the right kind;
+"""Every shipped quote, mutated in each way a misquote happens (a word or a punctuation mark changed,
+parts reordered, lines, source or author wrong), must be caught with the right kind;
 every formatting-only variant must pass; every cached source changed by one byte is caught as
 cache-changed. Also: the shipped KB is clean, and fast to verify."""
 from __future__ import annotations
