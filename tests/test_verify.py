@@ -67,7 +67,7 @@ def test_verbatim_and_formatting_variants_pass(tmp_path):
     quotes = [
         q("exact", "The quick brown fox jumps over the lazy dog.", [12, 12]),
         q("reflowed", "The quick brown\nfox   jumps over\n\nthe lazy dog.", [12, 12]),
-        q("emphasis", "It was a sunny day in the old town, and nobody noticed", [12, 13]),
+        q("emphasis", 'It was a sunny day in the "old" town, and nobody noticed', [12, 13]),
         q("curly-and-ellipsis", "in the \u201cold\u201d town, and nobody noticed\u2026 the fox at all.", [13, 13]),
         q("straight-ellipsis", 'in the "old" town, and nobody noticed... the fox at all.', [13, 13]),
         q("markup-in-quote", "Gradients **add up** by default; *zero* them each `iteration` before the next "
@@ -106,6 +106,109 @@ def test_words_changed_reports_diff_and_passage_lines(tmp_path):
     assert "swapped 'each' -> 'every'" in d.message
     assert "[-each-]" in d.diff and "{+every+}" in d.diff
     assert d.where.endswith("evidence/guide.md:L15-16") and d.lines == [15, 16]
+
+
+def test_a_dropped_comma_is_a_changed_passage_shown_in_context(tmp_path):
+    text = 'It was a sunny day in the "old" town and nobody noticed'   # the source: `"old" town, and`
+    _, found, _ = kinds(make_kb(tmp_path, [q("c", text, [12, 13])]))
+    d = found["c"]
+    assert d.kind == "words-changed", str(d)
+    assert d.message == 'dropped `,`: the source has `the "old" town, and nobody`, the quote `the "old" town and nobody`'
+    assert 'town[-,-] and' in d.diff and d.where.endswith("evidence/guide.md:L12-13")
+
+
+@pytest.mark.parametrize("text, lines, needle", [
+    ("The quick brown fox jumps over the lazy dog, It was a sunny day", [12, 12], "changed `.` -> `,`"),
+    ("The quick brown fox jumps over the lazy dog,", [12, 12], "changed `.` -> `,`"),
+    ("Second thought: gradients add up by default, zero them each iteration before the next backward pass.",
+     [15, 16], "changed `;` -> `,`: the source has `up by default; zero them`"),
+    ("The quick, brown fox jumps over the lazy dog.", [12, 12], "added `,`"),
+    ("in the old town, and nobody noticed", [13, 13], 'dropped `"`: the source has `day in the "old" town,`, '
+                                                     'the quote `in the old town,`'),
+    ("Second thought gradients add up by default; zero them each iteration before the next backward pass.",
+     [15, 16], "dropped `:`"),
+    # a mark next to an elision is the editor's; one inside a part is not
+    ('The quick brown fox [...] It was a sunny day, in the "old" town [...]', [12, 13], "part 2 of 2: added `,`"),
+])
+def test_every_changed_mark_is_words_changed(tmp_path, text, lines, needle):
+    result, found, _ = kinds(make_kb(tmp_path, [q("m", text, lines)]))
+    assert result == {"m": "words-changed"}, {k: str(v) for k, v in found.items()}
+    assert needle in found["m"].message, str(found["m"])
+
+
+MARKS_BODY = textwrap.dedent("""\
+    Warm up the learning rate \u2014 a few hundred steps \u2013 then decay it.
+    The model\u2019s loss at init should be near\u00a0log(10), a well-
+    known check, and \u201cthe\u201d first one.
+
+    > Quoted advice: never trust a
+    > loss curve alone.
+
+    - first item of a list
+    - second item of a list
+    """)   # body from L10
+
+
+def test_typographic_variants_and_markup_are_not_marks(tmp_path):
+    quotes = [
+        q("hyphens-for-dashes", "Warm up the learning rate - a few hundred steps - then decay it.", [10, 10]),
+        q("double-hyphens", "Warm up the learning rate--a few hundred steps--then decay it.", [10, 10]),
+        q("straight-apostrophe-nbsp-hyphenation", "The model's loss at init should be near log(10), a "
+                                                  "well-known check, and \"the\" first one.", [11, 12]),
+        q("blockquote-markers", "Quoted advice: never trust a loss curve alone.", [14, 15]),
+        q("bullets", "first item of a list second item of a list", [17, 18]),
+        q("stops-before-the-period", "Warm up the learning rate - a few hundred steps - then decay it", [10, 10]),
+        q("marks-at-elisions", "Warm up the learning rate, [...]; then decay it. [...]", [10, 10]),
+        q("mark-only-after-elision", "The model's loss at init should be near log(10) [...].", [11, 11]),
+    ]
+    result, found, _ = kinds(make_kb(tmp_path, quotes, body=MARKS_BODY))
+    assert result == {k["id"]: None for k in quotes}, {k: str(v) for k, v in found.items()}
+
+
+def test_straight_and_curly_marks_of_one_kind_only_are_equal(tmp_path):
+    quotes = [q("single-for-double", "The model's loss at init should be near log(10), a well-known check, "
+                                     "and 'the' first one.", [11, 12]),
+              q("colon-for-comma", "The model's loss at init should be near log(10): a well-known check.", [11, 12])]
+    result, found, _ = kinds(make_kb(tmp_path, quotes, body=MARKS_BODY))
+    assert result == {"single-for-double": "words-changed", "colon-for-comma": "words-changed"}
+    assert "changed `\"` -> `'`" in found["single-for-double"].message
+    assert "changed `,` -> `:`" in found["colon-for-comma"].message
+
+
+PY_SOURCE = FRONT.replace("retrieved: 2026-11-22\n", "repo: someone/trainer\ncommit: " + "a" * 40 +
+                          "\npath: trainer/config.py\n") + textwrap.dedent('''\
+    answer_only_loss: bool = field(
+        default=False,
+        metadata={"help": ("Whether to compute the loss only on the answer. If `True`, the "
+                           "prompt tokens are masked out of the loss, "
+                           f"which is what the trainer wants.")},
+    )
+    ''')   # body from L10
+
+
+def test_a_python_source_reads_joined_string_literals_as_one_string(tmp_path):
+    quotes = [q("joined", "Whether to compute the loss only on the answer. If True, the prompt tokens are masked "
+                          "out of the loss, which is what the trainer wants.", [14, 16], source="code"),
+              q("comma-dropped", "If True the prompt tokens are masked out of the loss, which is what the trainer "
+                                 "wants.", [14, 16], source="code")]
+    result, found, _ = kinds(make_kb(tmp_path, quotes, extra_sources=[("code", PY_SOURCE)]))
+    assert result == {"joined": None, "comma-dropped": "words-changed"}, {k: str(v) for k, v in found.items()}
+    assert "dropped `,`" in found["comma-dropped"].message
+    # the same lines in a Markdown source are text: their quote marks count
+    md = PY_SOURCE.replace("repo: someone/trainer\ncommit: " + "a" * 40 + "\npath: trainer/config.py\n",
+                           "retrieved: 2026-11-22\n")
+    text = "Whether to compute the loss only on the answer. If True, the prompt tokens are masked out of the loss, [...]"
+    result, found, _ = kinds(make_kb(tmp_path / "md", [q("joined", text, [12, 13], source="code")],
+                                     extra_sources=[("code", md)]))
+    assert result == {"joined": "words-changed"}, {k: str(v) for k, v in found.items()}
+
+
+def test_an_editorial_insertion_counts_words_not_marks(tmp_path):
+    quotes = [q("three-words", "Warm up [the warmup] - a few hundred steps - then decay it.", [10, 10]),
+              q("four-words", "Warm [that] - a few hundred steps - then decay it.", [10, 10])]
+    result, found, _ = kinds(make_kb(tmp_path, quotes, body=MARKS_BODY))
+    assert result == {"three-words": None, "four-words": "words-changed"}, {k: str(v) for k, v in found.items()}
+    assert "stands in for 4 source words ('up the learning rate')" in found["four-words"].message
 
 
 def test_elided_part_with_a_changed_word_names_the_part(tmp_path):
@@ -447,7 +550,7 @@ def test_normalisation_keeps_lines_and_reduces_markup():
     out = normalise(text)
     assert out.count("\n") == text.count("\n")
     words = [t[0] for part in quote_parts(out) for t in part]
-    assert words == ["see", "logsoftmax", "and", "self.train", "false", "x"]
+    assert words == ["see", "logsoftmax", "and", "self.train", "(", "false", ")", "x"]
 
 
 def test_malformed_quote_fields_are_reported_not_crashed(tmp_path):

@@ -1,4 +1,5 @@
-"""Every shipped quote, mutated in each way a misquote happens, must be caught with the right kind;
+"""Every shipped quote, mutated in each way a misquote happens (a word or a punctuation mark changed,
+parts reordered, lines, source or author wrong), must be caught with the right kind;
 every formatting-only variant must pass; every cached source changed by one byte is caught as
 cache-changed. Also: the shipped KB is clean, and fast to verify."""
 from __future__ import annotations
@@ -92,11 +93,65 @@ def mutants(quote, kb):
     yield "editorial insertion", None, _clone(quote, text=text[:pick.start()] + "[emphasis added] " + text[pick.start():])
 
 
+# brackets (an elision or the editor's words): a mark next to one is the editor's, not compared
+BRACKETS = re.compile(r"\[[^\]]*\]|\.\s?\.\s?\.|\u2026")
+PUNCTUATION_MUTANTS = ("comma dropped", "period changed to comma", "comma added", "apostrophe dropped",
+                       "quote mark dropped", "parenthesis dropped", "dashes for hyphens")
+
+
+def _marks(text, pattern, word_after=True):
+    """Offsets of the matches of `pattern` that stand between two words of one part of the quote:
+    a word before it and (if `word_after`) a word after it, with no bracket in between, so that
+    the change is inside what the check compares (a quote may start or stop at any mark)."""
+    cuts = [m.span() for m in BRACKETS.finditer(text)]
+    found = []
+    for m in re.finditer(pattern, text):
+        lo = max((end for _, end in cuts if end <= m.start()), default=0)
+        hi = min((start for start, _ in cuts if start >= m.end()), default=len(text))
+        if any(start < m.end() and m.start() < end for start, end in cuts):
+            continue   # inside a bracket
+        if WORD.search(text[lo:m.start()]) and (not word_after or WORD.search(text[m.end():hi])):
+            found.append(m)
+    return found
+
+
+def punctuation_mutants(quote):
+    """(name, expected kind, mutated quote) for each kind of punctuation misquote the quote has a
+    place for: a mark dropped, changed or added between two of its words, each words-changed;
+    and its hyphens typed as en and em dashes, which must pass."""
+    text = quote.text
+
+    def middle(found):
+        return found[len(found) // 2] if found else None
+
+    def edit(m, new):
+        return _clone(quote, text=text[:m.start()] + new + text[m.end():])
+
+    changed = "words-changed"
+    if m := middle(_marks(text, r"(?<=[\w\"')\u201d\u2019]),(?=\s)")):
+        yield "comma dropped", changed, edit(m, "")
+    if m := middle(_marks(text, r"(?<=[\w\"')\u201d\u2019])\.(?=\s|$)", word_after=False)):
+        yield "period changed to comma", changed, edit(m, ",")
+    if m := middle(_marks(text, r"(?<=\w)(?= \w)")):
+        yield "comma added", changed, edit(m, ",")
+    if m := middle(_marks(text, r"(?<=\w)['\u2019](?=\w)|(?<=\ws)['\u2019](?=\s)")):
+        yield "apostrophe dropped", changed, edit(m, "")
+    if m := middle(_marks(text, r"[\"\u201c\u201d]")):
+        yield "quote mark dropped", changed, edit(m, "")
+    if m := middle(_marks(text, r"[()]")):
+        yield "parenthesis dropped", changed, edit(m, "")
+    if re.search(r"\w-\w| - ", text):
+        dashed = re.sub(r"(?<=\w)-(?=\w)", "\u2013", text).replace(" - ", " \u2014 ")
+        yield "dashes for hyphens", None, _clone(quote, text=dashed)
+
+
 def test_every_mutant_is_caught_with_its_kind(shipped, capsys):
     kb, ctx = shipped
     counts, misses = collections.Counter(), []
     for quote in kb.quotes.values():
-        for name, expected, mutant in mutants(quote, kb):
+        variants = list(mutants(quote, kb))
+        variants += list(punctuation_mutants(quote))
+        for name, expected, mutant in variants:
             defect = check_quote(mutant, ctx)
             got = defect.kind if defect else None
             counts[(name, expected, got == expected)] += 1
@@ -108,14 +163,18 @@ def test_every_mutant_is_caught_with_its_kind(shipped, capsys):
         print(f"\nmutation test over {n} shipped quotes:")
         for (name, expected, ok), count in sorted(counts.items(), key=lambda kv: str(kv[0])):
             print(f"  {name:<34} -> {str(expected):<15} {'caught/passed' if ok else 'MISSED'}: {count}")
-        caught = sum(c for (_, e, ok), c in counts.items() if ok and e)
+        caught = sum(c for (name, e, ok), c in counts.items() if ok and e and name not in PUNCTUATION_MUTANTS)
+        marks = sum(c for (name, e, ok), c in counts.items() if ok and e and name in PUNCTUATION_MUTANTS)
         benign = sum(c for (_, e, ok), c in counts.items() if ok and e is None)
-        print(f"  defect mutants caught with the right kind: {caught}; benign variants passed: {benign}")
+        print(f"  defect mutants caught with the right kind: {caught} (words, order, lines, source, author), "
+              f"{marks} (punctuation); benign variants passed: {benign}")
     assert not misses, "\n".join(misses[:30])
     per_name = collections.Counter()
     for (name, _, _), count in counts.items():
         per_name[name.replace("object changed", "line range shifted")] += count
-    assert set(per_name.values()) == {n}, per_name  # every quote got every mutant
+    marked = {name: per_name.pop(name, 0) for name in PUNCTUATION_MUTANTS}
+    assert set(per_name.values()) == {n}, per_name  # every quote got every other mutant
+    assert min(marked.values()) >= 5, marked        # each punctuation mutant found places in several quotes
 
 
 def _one_byte_changed(data: bytes, start: int) -> bytes:

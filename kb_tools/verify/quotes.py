@@ -6,15 +6,20 @@ package). `verify_kb` checks each claim and reports at most one defect per quote
 the most basic one first, each with a word-level diff against the nearest passage
 and that passage's line range.
 
-Comparison is on words: case-folded, with punctuation, quote marks, markdown
-emphasis, code ticks and Sphinx roles dropped, so reflowed lines, repeated spaces,
-curly quotes and `...` vs `…` never count. `[...]`, `...` and `…` in a quote are
-elisions: the parts between them must each be verbatim, in order. Other square
-brackets (`[sic]`, `[the scheduler]`) are the editor's words: skipped, and standing
-in for at most MAX_EDITORIAL source words. A quote's `author`, when given, must be
-its source's author (a secondary source's words are its own author's, never the
-retold author's), and a source that records a `sha256` must still hash to it. The
-check runs without torch when the package texts are cached (see `PackageTexts`).
+Comparison is on words and punctuation marks: words case-folded, markup dropped
+(markdown emphasis, code ticks, escapes, `#`, links and Sphinx roles reduced to their
+shown text, a Markdown source's line-start blockquote markers and bullets, the quotes
+that join a Python source's string literals across lines), so reflowed lines and
+repeated spaces never count, and typographic variants are one mark: curly and straight
+quotes, dashes and hyphens, `...` and `…`. A mark dropped, added or changed is a
+changed passage, like a word. `[...]`, `...` and `…` in a quote are elisions: the
+parts between them must each be verbatim, in order, and the marks next to an elision
+are the editor's (not compared). Other square brackets (`[sic]`, `[the scheduler]`)
+are the editor's words: skipped, and standing in for at most MAX_EDITORIAL source
+words. A quote's `author`, when given, must be its source's author (a secondary
+source's words are its own author's, never the retold author's), and a source that
+records a `sha256` must still hash to it. The check runs without torch when the
+package texts are cached (see `PackageTexts`).
 """
 from __future__ import annotations
 
@@ -37,15 +42,34 @@ SEGMENT_MSG = "message"
 
 # ---------------------------------------------------------------- normalising text
 
+# typographic variants that count as the same mark: curly quotes and primes as straight ones,
+# every dash and the minus sign as a hyphen; zero-width characters, the soft hyphen and
+# emoji variation selectors show as nothing (NFKC has already made `…` into `...` and a
+# non-breaking space into a space)
 _QUOTE_CHARS = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
-                              "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"'})
+                              "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
+                              **{c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2015\u2212"},
+                              **{c: None for c in "\u00ad\u200b\u200c\u200d\u2060\ufeff\ufe0e\ufe0f"}})
 # :role:`~a.b.C` shows as C, :role:`text <target>` as text, :role:`x` as x (how Sphinx renders them)
 _ROLE = re.compile(r":(?:[A-Za-z][\w.+-]*:)+`([^`]*)`")
 _LINK_MD = re.compile(r"\[([^\]\n]*)\]\([^)\s]*\)")
 _LINK_RST = re.compile(r"`([^`<\n]+?)\s*<[^>`]*>`__?")
-_TOKEN = re.compile(r"\w+(?:['./\-]\w+)*")
+# a token is a word (letters, digits, `_`, joined by `'`, `.` or `/`: don't, e.g, torch.nn, and/or)
+# or one punctuation mark; a hyphen always stands apart, so `off-by-one`, `off - by - one` and a
+# word hyphenated across a line break compare equal, and a run of dashes or dots is one mark.
+# `*`, `` ` ``, `\` and `#` are markup (emphasis, code, escapes; headings, comments), never marks.
+_TOKEN = re.compile(r"(\w+(?:['./]\w+)*)|\.{2,}|-+|[^\w\s*`\\#]")
+# markup of a source's format, blanked before its text is read (a quote's line breaks are only
+# reflow, so a quote keeps a `-` or `>` that a reflow put at the start of a line):
+# in Markdown, blockquote markers and list bullets at the start of a line
+_MD_LINE_MARKUP = re.compile(r"^[ \t]*(?:>[ \t>]*|[-+](?=[ \t]))", re.M)
+_MARKDOWN_FILES = (".md", ".markdown", ".mdx", ".qmd")
+# in Python, the quotes that join adjacent string literals across a line break:
+# `"... loss is "` + newline + `"computed ..."` reads as one string
+_PY_JOIN = re.compile(r"""(["'])[ \t]*\n[ \t]*(?:[rRbBuUfF]{1,2})?\1""")
 _ELISION = re.compile(r"\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026")
-_ENDS_ELIDED = re.compile(r"(?:\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026)[\s\"'\u201d\u2019*_)\]]*$")
+# a quote that ends with an elision mark, perhaps closed by a quote mark, bracket or `.`, `!`, `?`
+_ENDS_ELIDED = re.compile(r"(?:\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\]|\.\s?\.\s?\.|\u2026)[\s\"'\u201d\u2019*_)\].!?]*$")
 # square brackets other than an elision or a markdown link: the editor's own words
 _EDITORIAL = re.compile(r"\[(?!\s*(?:\.\s*\.\s*\.|\u2026)\s*\])[^\[\]\n]*\](?!\()")
 _END_PUNCT = re.compile(r"[.!?;:\u2026]|\n[ \t>]*\n")
@@ -63,8 +87,8 @@ def _keep(match, group=1):
 
 
 def normalise(text: str) -> str:
-    """The text as a reader sees it: unicode compatibility forms, straight quotes, markup
-    roles and links reduced to their shown words. Keeps every line break where it was."""
+    """The text as a reader sees it: unicode compatibility forms, straight quotes, hyphens for
+    dashes, markup roles and links reduced to their shown words. Keeps every line break where it was."""
     import unicodedata
     text = "\n".join(unicodedata.normalize("NFKC", line).translate(_QUOTE_CHARS) for line in text.split("\n"))
     if "`" in text:
@@ -75,29 +99,74 @@ def normalise(text: str) -> str:
     return text
 
 
+def _blank(match):
+    """Blank a markup span, keeping its line breaks."""
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def source_text(body: str, source) -> str:
+    """A cached source's body with the markup of its file format blanked (lines stay put): a
+    Markdown file's line-start blockquote markers and bullets (a web page is cached as Markdown),
+    a Python file's quotes that join string literals across lines."""
+    name = (source.repo_path or "").lower() if source.repo else ".md"
+    if name.endswith(_MARKDOWN_FILES):
+        body = _MD_LINE_MARKUP.sub(_blank, body)
+    elif name.endswith(".py"):
+        body = _PY_JOIN.sub(_blank, body)
+    return body
+
+
 def tokens_of(text: str, first_line: int = 1) -> list:
-    """Words of `text` as (word, surface, line, ends_sentence): case-folded words, markup
-    (emphasis, code ticks, quote marks, punctuation) dropped. ends_sentence says whether
-    the source stops there: sentence punctuation or a blank line before the next word."""
+    """Tokens of `text` as (key, surface, line, ends_sentence, is_word, spaced): a word
+    (key case-folded) or a punctuation mark (key `-` for any dash, `...` for a run of dots),
+    with markup (emphasis, code ticks, escapes, block markers) and whitespace dropped.
+    ends_sentence says whether the source stops there: sentence punctuation or a blank line
+    between the token's word and the next word. spaced: whitespace came before it (to show it)."""
     from bisect import bisect_left, bisect_right
     text = normalise(text)
     breaks = [m.start() for m in re.finditer("\n", text)]
     marks = [m.start() for m in _END_PUNCT.finditer(text)]
-    spans = [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
-    out = []
-    n_marks, last = len(marks), len(spans) - 1
-    for n, (start, end, surface) in enumerate(spans):
-        if surface[0] == "_" or surface[-1] == "_":
-            surface = surface.strip("_")
-            if not surface:
+    spans = []
+    for m in _TOKEN.finditer(text):
+        start, end, surface, word = m.start(), m.end(), m.group(0), m.group(1) is not None
+        if word and (surface[0] == "_" or surface[-1] == "_"):
+            core = surface.strip("_")
+            if not core:
                 continue
-        if n < last:
-            j = bisect_left(marks, end)
-            ends = j < n_marks and marks[j] < spans[n + 1][0]
+            start += surface.index(core)
+            end, surface = start + len(core), core
+        spans.append((start, end, surface, word))
+    # each token's gap: from the end of its word (the last word at or before it) to the next word
+    gap_end, nxt = [0] * len(spans), len(text) + 1
+    for n in range(len(spans) - 1, -1, -1):
+        gap_end[n] = nxt
+        if spans[n][3]:
+            nxt = spans[n][0]
+    out, gap_start, prev_end, prev_word = [], 0, None, False
+    n_marks = len(marks)
+    for n, (start, end, surface, word) in enumerate(spans):
+        if word:
+            gap_start = end
+        j = bisect_left(marks, gap_start)
+        ends = gap_end[n] > len(text) or (j < n_marks and marks[j] < gap_end[n])
+        between = text[prev_end:start] if prev_end is not None else ""
+        spaced = any(c.isspace() for c in between) or bool(between and word and prev_word)
+        if not word:
+            key = "-" if surface[0] == "-" else "..." if surface[:2] == ".." else surface
         else:
-            ends = True
-        out.append((surface.casefold(), surface, first_line + bisect_right(breaks, start), ends))
+            key = surface.casefold()
+        out.append((key, surface, first_line + bisect_right(breaks, start), ends, word, spaced))
+        prev_end, prev_word = end, word
     return out
+
+
+def render(tokens) -> str:
+    """Tokens shown as text: their surfaces, spaced where the text had whitespace."""
+    return "".join((" " if t[5] and n else "") + t[1] for n, t in enumerate(tokens))
+
+
+def count_words(tokens) -> int:
+    return sum(1 for t in tokens if t[4])
 
 
 def quote_parts(text: str) -> list:
@@ -108,13 +177,23 @@ def quote_parts(text: str) -> list:
 
 def split_quote(text: str) -> tuple:
     """(parts, gaps): gaps[k] is how many source words may lie between part k-1 and part k
-    (None: any number, after an elision; MAX_EDITORIAL after an editorial insertion)."""
+    (None: any number, after an elision; MAX_EDITORIAL after an editorial insertion).
+    Punctuation next to an elision is the editor's: `dog, [...]` and `[...]. The` cut there,
+    whatever marks the source has at the cut, so it is not compared; a part without a word is dropped."""
     parts, gaps = [], []
-    for chunk in _ELISION.split(text or ""):
+    chunks = _ELISION.split(text or "")
+    for c, chunk in enumerate(chunks):
         loose = True
-        for piece in _EDITORIAL.split(chunk) if "[" in chunk else (chunk,):
+        pieces = _EDITORIAL.split(chunk) if "[" in chunk else [chunk]
+        for i, piece in enumerate(pieces):
             toks = tokens_of(piece)
-            if toks:
+            if c > 0 and i == 0:
+                while toks and not toks[0][4]:
+                    toks.pop(0)
+            if c < len(chunks) - 1 and i == len(pieces) - 1:
+                while toks and not toks[-1][4]:
+                    toks.pop()
+            if any(t[4] for t in toks):
                 parts.append(toks)
                 gaps.append(None if loose or not parts[:-1] else MAX_EDITORIAL)
             loose = False
@@ -124,15 +203,22 @@ def split_quote(text: str) -> tuple:
 class Passage:
     """One stretch of source text, indexed for exact and nearest-passage search."""
 
-    __slots__ = ("label", "words", "surface", "lines", "ends", "joined", "offsets", "_index")
+    __slots__ = ("label", "tokens", "words", "surface", "lines", "ends", "wordno", "joined", "offsets", "_index")
 
     def __init__(self, text: str, first_line: int = 1, label: str = ""):
         toks = tokens_of(text, first_line)
         self.label = label
-        self.words = [t[0] for t in toks]
+        self.tokens = toks
+        self.words = [t[0] for t in toks]   # the keys compared: words and punctuation marks
         self.surface = [t[1] for t in toks]
         self.lines = [t[2] for t in toks]
         self.ends = [t[3] for t in toks]
+        # wordno[i]: how many words (not marks) come before token i; one more entry for the end
+        self.wordno, n = [], 0
+        for t in toks:
+            self.wordno.append(n)
+            n += t[4]
+        self.wordno.append(n)
         # " w0 w1 w2 ": str.find on whole words, offsets map a hit back to a token index
         self.offsets, pos = [], 1
         for w in self.words:
@@ -175,12 +261,30 @@ class Passage:
             lo, hi = max(0, offset - slack), min(len(self.words), offset + len(words) + slack)
             sm = difflib.SequenceMatcher(None, words, self.words[lo:hi], autojunk=False)
             blocks = [b for b in sm.get_matching_blocks() if b.size]
+            # a lone mark matched past a gap at either end is a stray (the quote's final `,` paired
+            # with a comma further on): leave it out, so the quote's mark faces the source's at the edge
+            while len(blocks) > 1 and self._marks_only(lo + blocks[-1].b, blocks[-1].size) \
+                    and blocks[-1].b > blocks[-2].b + blocks[-2].size:
+                blocks.pop()
+            while len(blocks) > 1 and self._marks_only(lo + blocks[0].b, blocks[0].size) \
+                    and blocks[1].b > blocks[0].b + blocks[0].size:
+                blocks.pop(0)
             if not blocks:
                 continue
             score = sum(b.size for b in blocks) / len(words)
             if score > best[0]:
-                best = (score, lo + blocks[0].b, lo + blocks[-1].b + blocks[-1].size)
+                start, end = lo + blocks[0].b, lo + blocks[-1].b + blocks[-1].size
+                # the quote's unmatched marks at either end face the source's marks there
+                head, tail = blocks[0].a, len(words) - blocks[-1].a - blocks[-1].size
+                while head and start > 0 and self._marks_only(start - 1, 1):
+                    start, head = start - 1, head - 1
+                while tail and end < len(self.words) and self._marks_only(end, 1):
+                    end, tail = end + 1, tail - 1
+                best = (score, start, end)
         return best
+
+    def _marks_only(self, start: int, size: int) -> bool:
+        return not any(t[4] for t in self.tokens[start:start + size])
 
 
 # ---------------------------------------------------------------- package sources
@@ -472,7 +576,8 @@ class Context:
             text = self.raw(source).decode("utf-8", errors="replace")
             lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as text mode reads it
             first = source.body_line or 1
-            self._cached[source.id] = [Passage("\n".join(lines[first - 1:]), first, source.path)]
+            self._cached[source.id] = [Passage(source_text("\n".join(lines[first - 1:]), source), first,
+                                               source.path)]
         return self._cached[source.id]
 
     def installed(self, package: str, dotted: str) -> list:
@@ -494,10 +599,14 @@ def _cache_dir(kb_root: str) -> str | None:
 
 
 def _span_text(p: Passage, start: int, end: int, limit: int = 24) -> str:
-    words = p.surface[start:end]
-    if len(words) > limit:
-        words = words[: limit // 2] + ["..."] + words[-limit // 2:]
-    return " ".join(words)
+    return _shown(p.tokens[start:end], limit)
+
+
+def _shown(tokens: list, limit: int = 24) -> str:
+    """Tokens as text, the middle left out past `limit` tokens."""
+    if len(tokens) > limit:
+        return render(tokens[: limit // 2]) + " ... " + render(tokens[-limit // 2:]).lstrip()
+    return render(tokens)
 
 
 def _where(p: Passage, start: int, end: int) -> str:
@@ -505,40 +614,69 @@ def _where(p: Passage, start: int, end: int) -> str:
     return f"{p.label}:L{first}-{last}" if first != last else f"{p.label}:L{first}"
 
 
-def _word_diff(quote_words: list, p: Passage, start: int, end: int):
-    """A git-style word diff ([-source-]{+quote+}) and a short summary of the changes."""
+def _context(tokens: list, lo: int, hi: int, before: int = 3, after: int = 2) -> str:
+    """tokens[lo:hi] shown with up to `before` words ahead of it and `after` words behind it."""
+    if before:
+        while lo > 0 and before:
+            lo -= 1
+            before -= tokens[lo][4]
+        while lo > 0 and not tokens[lo - 1][4] and not tokens[lo][5]:   # marks glued to the first word shown
+            lo -= 1
+    while hi < len(tokens) and (after or not tokens[hi][4]):
+        after -= tokens[hi][4]
+        hi += 1
+    return render(tokens[lo:hi]).strip()
+
+
+def _word_diff(part: list, p: Passage, start: int, end: int):
+    """A git-style word diff ([-source-]{+quote+}) and a short summary of the changes. A change of
+    punctuation alone is shown in context: the source's words around it, and the quote's."""
     import difflib
-    sm = difflib.SequenceMatcher(None, quote_words, p.words[start:end], autojunk=False)
-    shown, changes = [], []
+    sm = difflib.SequenceMatcher(None, [t[0] for t in part], p.words[start:end], autojunk=False)
+    pieces, changes = [], []   # pieces: (text, spaced)
     for op, a0, a1, b0, b1 in sm.get_opcodes():
-        src = p.surface[start + b0:start + b1]
-        said = quote_words[a0:a1]
+        src = p.tokens[start + b0:start + b1]
+        said = part[a0:a1]
         if op == "equal":
-            shown += src if len(src) <= 8 else src[:3] + ["..."] + src[-3:]
+            if len(src) > 8:
+                pieces += [(render(src[:3]), src[0][5]), ("...", True), (render(src[-3:]).lstrip(), True)]
+            else:
+                pieces.append((render(src), bool(src[0][5])))
             continue
-        if op == "replace":
-            changes.append(f"swapped '{' '.join(src)}' -> '{' '.join(said)}'")
-        elif op == "delete":
-            changes.append(f"added '{' '.join(said)}'")
+        old, new = render(src).strip(), render(said).strip()
+        words = any(t[4] for t in src + said)
+        if words:
+            if op == "replace":
+                changes.append(f"swapped '{old}' -> '{new}'")
+            elif op == "delete":
+                changes.append(f"added '{new}'")
+            else:
+                changes.append(f"dropped '{old}'")
         else:
-            changes.append(f"dropped '{' '.join(src)}'")
+            # in backticks, which the shown text never holds (code ticks are markup)
+            what = (f"changed `{old}` -> `{new}`" if op == "replace" else
+                    f"added `{new}`" if op == "delete" else f"dropped `{old}`")
+            changes.append(f"{what}: the source has `{_context(p.tokens, start + b0, start + b1)}`, "
+                           f"the quote `{_context(part, a0, a1)}`")
         if src:
-            shown.append("[-" + " ".join(src) + "-]")
+            pieces.append(("[-" + old + "-]", bool(src[0][5])))
         if said:
-            shown.append("{+" + " ".join(said) + "+}")
-    return " ".join(shown), changes
+            # after a removed word a space, as git's word diff shows it; after a removed mark none
+            pieces.append(("{+" + new + "+}", bool(said[0][5]) if not src else words))
+    shown = "".join((" " if spaced and n else "") + text for n, (text, spaced) in enumerate(pieces))
+    return shown, changes
 
 
-def _chain(occurrences: list, sizes: list, lo_line=None, hi_line=None, lines=None, gaps=None):
+def _chain(occurrences: list, sizes: list, lo_line=None, hi_line=None, lines=None, gaps=None, wordno=None):
     """Earliest in-order placement of the parts, optionally all inside [lo_line, hi_line] and
-    with at most gaps[k] words before part k (None: any)."""
+    with at most gaps[k] words before part k (None: any); `wordno` counts words, not marks."""
     placed, pos = [], 0
     for k, (occ, size) in enumerate(zip(occurrences, sizes)):
         limit = gaps[k] if gaps and placed else None
         for start in occ:
             if start < pos:
                 continue
-            if limit is not None and start - pos > limit:
+            if limit is not None and (wordno[start] - wordno[pos] if wordno else start - pos) > limit:
                 return None
             if lo_line is not None and not (lo_line <= lines[start] and lines[start + size - 1] <= hi_line):
                 continue
@@ -560,13 +698,14 @@ def _locate(parts: list, passages: list, cited, gaps=None):
         if not all(occ):
             continue
         if cited is not None:
-            inside = _chain(occ, sizes, cited[0], cited[1], p.lines, gaps)
+            inside = _chain(occ, sizes, cited[0], cited[1], p.lines, gaps, p.wordno)
             if inside:
                 return Placement("ok", p, starts=inside)
-        anywhere = _chain(occ, sizes, gaps=gaps)
+        anywhere = _chain(occ, sizes, gaps=gaps, wordno=p.wordno)
         if anywhere is None and gaps and any(g is not None for g in gaps):
             # a phrase that occurs twice: anchor the first part at each occurrence in turn
-            anywhere = next(filter(None, (_chain([[first]] + occ[1:], sizes, gaps=gaps) for first in occ[0][1:50])), None)
+            anywhere = next(filter(None, (_chain([[first]] + occ[1:], sizes, gaps=gaps, wordno=p.wordno)
+                                           for first in occ[0][1:50])), None)
         if anywhere is None and gaps and any(g is not None for g in gaps):
             spread = _chain(occ, sizes)
             if spread:
@@ -577,7 +716,7 @@ def _locate(parts: list, passages: list, cited, gaps=None):
                 # the placement nearest the cited lines, for the message and for --fix-lines
                 best = None
                 for first in occ[0][:50]:
-                    trial = _chain([[first]] + occ[1:], sizes, gaps=gaps)
+                    trial = _chain([[first]] + occ[1:], sizes, gaps=gaps, wordno=p.wordno)
                     if trial:
                         dist = abs(p.lines[trial[0]] - cited[0])
                         if best is None or dist < best[0]:
@@ -663,10 +802,9 @@ def check_quote(quote, ctx: Context):
 
     if located.how == "fuzzy":
         score, p, start, end, k = located.score, located.passage, located.start, located.end, located.part
-        part_words = [t[0] for t in parts[k]]
         label = f"part {k + 1} of {len(parts)}: " if len(parts) > 1 else ""
-        if p is not None and score >= 0.5 and sum(1 for _ in part_words) >= 2 and end > start:
-            shown, changes = _word_diff(part_words, p, start, end)
+        if p is not None and score >= 0.5 and count_words(parts[k]) >= 2 and end > start:
+            shown, changes = _word_diff(parts[k], p, start, end)
             return defect("words-changed", label + "; ".join(changes or ["words differ"]),
                           diff=shown, where=_where(p, start, end),
                           lines=[p.lines[start], p.lines[end - 1]])
@@ -680,11 +818,11 @@ def check_quote(quote, ctx: Context):
     if located.how == "gap":
         p, starts = located.passage, located.starts
         k = next(k for k in range(1, len(parts)) if gaps[k] is not None
-                 and starts[k] - starts[k - 1] - len(parts[k - 1]) > gaps[k])
+                 and p.wordno[starts[k]] - p.wordno[starts[k - 1] + len(parts[k - 1])] > gaps[k])
         lo, hi = starts[k - 1] + len(parts[k - 1]), starts[k]
         end = starts[-1] + len(parts[-1])
         return defect("words-changed", f"a bracketed insertion before part {k + 1} of {len(parts)} stands in for "
-                                       f"{hi - lo} source words ('{_span_text(p, lo, hi)}'), more than "
+                                       f"{p.wordno[hi] - p.wordno[lo]} source words ('{_span_text(p, lo, hi)}'), more than "
                                        f"{MAX_EDITORIAL}; quote them, or elide them with [...]",
                       where=_where(p, starts[0], end), lines=[p.lines[starts[0]], p.lines[end - 1]])
 
@@ -701,11 +839,11 @@ def check_quote(quote, ctx: Context):
     span = [p.lines[starts[0]], p.lines[end_tok]]
     where = _where(p, starts[0], end_tok + 1)
     if not p.ends[end_tok] and not _ENDS_ELIDED.search(quote.text.strip()):
-        nxt = " ".join(p.surface[end_tok + 1:end_tok + 6])
+        nxt = _context(p.tokens, end_tok + 1, end_tok + 1, before=0, after=5)
         return defect("truncated", f"stops mid-sentence after '{p.surface[end_tok]}' (the source goes on: "
                                    f"'{nxt} ...'); end it with [...] or quote to the end of the sentence",
                       where=where, lines=span)
-    words = sum(len(part) for part in parts)
+    words = sum(count_words(part) for part in parts)
     if words < MIN_WORDS and not quote.short:
         return defect("too-short", f"{words} word(s); a quote needs at least {MIN_WORDS}, or `short: true` "
                                    f"if the phrase itself is the point", where=where, lines=span)
@@ -768,8 +906,7 @@ def _cached_objects(ctx, source) -> list:
 
 
 def _span_text_tokens(part: list, limit: int = 12) -> str:
-    words = [t[1] for t in part]
-    return " ".join(words if len(words) <= limit else words[:limit // 2] + ["..."] + words[-limit // 2:])
+    return _shown(part, limit)
 
 
 def verify_kb(kb, strict: bool = False, quotes=None, packages: PackageTexts | None = None) -> Report:
