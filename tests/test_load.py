@@ -81,6 +81,8 @@ def test_problem_format_is_path_line_code_field(tmp_path):
     ("KB017", lambda t: write_source(t, "Not_Kebab")),
     ("KB026", lambda t: write_entry(t, entry("odd-tag", tags=["demo", "dmeo"]))),
     ("KB027", lambda t: write_entry(t, entry("bidi-title", title="Loss \u202enan si"))),
+    ("KB028", lambda t: write_entry(t, entry("note-and-quotes", evidence=[cite("q-one")],
+                                            evidence_note="Searched the torch docs; nothing says it."))),
 ])
 def test_each_problem_code(tmp_path, code, build):
     kb_dir = make_kb(tmp_path)
@@ -215,6 +217,51 @@ def test_cached_load_equals_fresh_load(tmp_path, monkeypatch):
     fresh = load_kb(str(kb_dir), use_cache=False)
     assert second.entries == fresh.entries == first.entries
     assert second.quotes == fresh.quotes and second.sources == fresh.sources
+
+
+NOTE = "Searched the torch docs and source and the issue tracker; none states it."
+
+
+def test_an_evidence_note_loads_on_an_entry_without_quotes_and_is_checked(tmp_path):
+    kb_dir = make_kb(tmp_path)
+    path = write_entry(tmp_path, entry("unsourced", evidence_note=NOTE))
+    kb, found = problems(kb_dir)
+    assert found == [] and kb.entries["unsourced"].evidence_note == NOTE
+    assert kb.entries["alpha-bug"].evidence_note is None
+    write_entry(tmp_path, entry("unsourced", evidence=[cite("q-one")], evidence_note=NOTE))
+    (problem,) = load_kb(str(kb_dir), use_cache=False).problems
+    n = next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith("evidence_note:"))
+    assert (problem.code, problem.line, problem.field) == ("KB028", n, "evidence_note")
+    write_entry(tmp_path, entry("unsourced", evidence_note="  "))
+    assert [(p.code, p.field) for p in load_kb(str(kb_dir), use_cache=False).problems] == [("KB004", "evidence_note")]
+
+
+MAX_UNSOURCED = 2  # entries that may go without a quote, each saying why in `evidence_note`
+
+
+def evidence_gaps(kb) -> list:
+    """What breaks the evidence rule: more than MAX_UNSOURCED entries without quotes, or one of them
+    without an `evidence_note` saying why and where was searched."""
+    unsourced = sorted(e.id for e in kb.entries.values() if not e.evidence)
+    gaps = [f"{eid}: no evidence and no evidence_note" for eid in unsourced if not kb.entries[eid].evidence_note]
+    if len(unsourced) > MAX_UNSOURCED:
+        gaps.append(f"{len(unsourced)} entries without evidence (at most {MAX_UNSOURCED}): {', '.join(unsourced)}")
+    return gaps
+
+
+def test_the_evidence_rule_catches_a_missing_note_and_too_many_unsourced_entries(tmp_path):
+    kb_dir = make_kb(tmp_path)  # beta-bug has no quote and no note
+    assert evidence_gaps(load_kb(str(kb_dir), use_cache=False)) == ["beta-bug: no evidence and no evidence_note"]
+    write_entry(tmp_path, entry("beta-bug", area="numerics", evidence_note=NOTE))
+    assert evidence_gaps(load_kb(str(kb_dir), use_cache=False)) == []
+    for eid in ("gamma-bug", "delta-bug"):
+        write_entry(tmp_path, entry(eid, evidence_note=NOTE))
+    assert evidence_gaps(load_kb(str(kb_dir), use_cache=False)) == [
+        "3 entries without evidence (at most 2): beta-bug, delta-bug, gamma-bug"]
+
+
+def test_shipped_entries_cite_evidence_or_say_why_not(shipped_kb):
+    assert evidence_gaps(shipped_kb) == []
 
 
 def test_shipped_kb_is_clean():

@@ -72,3 +72,39 @@ def test_every_part_kind_has_a_form_in_each_renderer(kb_with_a_new_part):
         part = sections.Part("k", kind, label="L")
         assert part_text(e, part, value) and part_markdown(e, part, value)
 
+
+
+def test_an_evidence_note_shows_under_evidence_in_all_four_renderings(tmp_path, capsys):
+    """An entry without quotes says why, in place of the bare "No quotes back this entry yet."."""
+    from kbfactory import entry, write_entry
+    note = "Searched the torch docs and source and the issue tracker for quotezebra; none states it."
+    kb_dir = make_kb(tmp_path)
+    write_entry(tmp_path, entry("beta-bug", area="numerics", evidence_note=note))
+    kb = load_kb(str(kb_dir), use_cache=False)
+    empty = "No quotes back this entry yet."
+    # 1. kb show: the note under Evidence, labelled, and not the empty text
+    assert cli.main(["--kb", kb.root, "show", "beta-bug"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.index("Evidence") < shown.index(f"No primary source found: {note}") < shown.index("Caveats")
+    assert empty not in shown
+    assert cli.main(["--kb", kb.root, "show", "alpha-bug"]) == 0  # it cites a quote: no note, no label
+    assert "No primary source found" not in capsys.readouterr().out
+    # 2. kb show --json and the MCP show tool
+    assert cli.main(["--kb", kb.root, "show", "beta-bug", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evidence_note"] == note
+    # 3. the Markdown copy
+    md = entry_markdown(kb.entries["beta-bug"])
+    assert md.index("### Evidence") < md.index(f"**No primary source found:** {note}") < md.index("### Caveats")
+    assert empty not in md
+    # 4. the site's entry page
+    from kb_tools.site.build import render_pages
+    pages = render_pages(kb)
+    page = pages["entries/beta-bug.md"]
+    evidence = page[page.index("## Evidence"):page.index("## Caveats")]
+    assert '!!! warning "No primary source found"' in evidence and "quotezebra" in evidence
+    assert empty not in evidence
+    assert "No primary source found" not in pages["entries/alpha-bug.md"]
+    pytest.importorskip("mcp")
+    from kb_tools.mcp_server import build_server
+    result = asyncio.run(build_server(kb.root).call_tool("show", {"id": "beta-bug"}))
+    assert result.structured_content["evidence_note"] == note

@@ -46,7 +46,7 @@ def test_text_restating_a_figure_the_snippet_no_longer_prints_fails(tmp_path):
 def test_figure_missing_from_text_or_output_fails():
     e = type("E", (), {"figures": {"dead_units": "58%"}, "title": "t", "symptoms": ["158% and 58.5%"],
                        "cause": "", "fix": "", "check": "", "caveats": "", "correction": None,
-                       "snippet_note": None})()
+                       "snippet_note": None, "evidence_note": None})()
     problems = snippets.figure_problems(e, "figure other: 3x\n")
     assert problems == [
         "figure dead_units: the entry lists '58%' but its text never states it",

@@ -39,6 +39,7 @@ ENTRY_FIELDS = {
     "correction": ("str", "no", "where common folklore is wrong on current torch, what is true instead"),
     "see_also": ("list", "yes (may be empty)", "related entries; every id must exist"),
     "evidence": ("citations", "yes (may be empty)", "quotes from `kb/quotes/` that back the entry: `- quote: ID` with `supports:`, one line (at most 200 characters, the project's own words) saying why it backs this entry's cause or fix; the site shows it under the quote"),
+    "evidence_note": ("str", "no", "why the entry has no quote after a search, and where was searched (library docs and source, the threads that resolved the bug, papers); only with an empty `evidence`; the site shows it under Evidence"),
     "snippet_kind": (SNIPPET_KINDS, "yes", "`reproduces`: the snippet shows the bug and the fix; `diagnostic`: it plants the bug and shows the check catches it"),
     "snippet_note": ("str", "only for `diagnostic`", "why the bug itself cannot be reproduced here"),
     "launch": (LAUNCHERS, "no (default `python`)", "`torchrun`: the snippet is started as `torchrun --nproc-per-node 2 snippet.py`"),
@@ -604,6 +605,10 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
         symptoms = data.get("symptoms")
         if isinstance(symptoms, list) and len(symptoms) < 3:
             col.add(rel, lines["symptoms"], "KB013", "symptoms", f"has {len(symptoms)}, needs at least 3")
+        if data.get("evidence_note") and data.get("evidence"):
+            col.add(rel, lines.get("evidence_note", 1), "KB028", "evidence_note",
+                    "the entry cites quotes in `evidence`, so there is nothing for a note on their absence to "
+                    "explain; drop the note or the quotes")
         if data.get("snippet_kind") == "diagnostic" and not data.get("snippet_note"):
             col.add(rel, lines.get("snippet_kind", 1), "KB018", "snippet_note",
                     "a diagnostic snippet must say why the bug itself is not reproduced")
@@ -616,7 +621,8 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             fix_pair=None if "fix_pair" in bad or "fix_pair" not in data else
             {side: data["fix_pair"][side].strip("\n") for side in FIX_PAIR_SIDES}, caveats=text("caveats"),
             correction=text("correction"), see_also=listed("see_also"),
-            evidence=[] if "evidence" in bad else _citations(data, rel, col), snippet_kind=text("snippet_kind"),
+            evidence=[] if "evidence" in bad else _citations(data, rel, col), evidence_note=text("evidence_note"),
+            snippet_kind=text("snippet_kind"),
             snippet_note=text("snippet_note"), launch=text("launch") or "python",
             snippet=text("snippet") or "",
             figures={} if _figures_problem(data.get("figures")) else _figures(data.get("figures")),

@@ -55,6 +55,7 @@ CHECK_CODES = {
     "KB025": ("dead-mention", "Prose names an entry that does not exist: a code span holding only a kebab-case word (`lr-too-low`), or a kebab-case word after `see`, that is no entry's id or alias."),
     "KB026": ("unknown-tag", "A tag is not in the KB's vocabulary `kb/tags.yaml` (the nearest tag is suggested), or the vocabulary is missing or malformed: it maps each kebab-case tag to a one-line meaning."),
     "KB027": ("hidden-character", "An entry's title or a symptom holds a character that shows as nothing or reorders the text around it: zero-width (U+200B to U+200D, U+2060, U+FEFF) or a bidirectional control (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069). Ids, aliases and tags allow only plain characters already (KB017, KB024, KB026)."),
+    "KB028": ("evidence-note-with-evidence", "An entry has an `evidence_note` (why no quote backs it, and where was searched) but also cites quotes in `evidence`: the note is only for an entry with none."),
 }
 # `kb verify`'s defect kinds, most basic first: a quote gets only the first that applies.
 VERIFY_CODES = {
@@ -127,7 +128,7 @@ class Entry(_Record):
 
     __slots__ = (
         "id", "title", "area", "tags", "aliases", "symptoms", "cause", "fix", "fix_pair",
-        "check", "caveats", "correction", "see_also", "evidence",
+        "check", "caveats", "correction", "see_also", "evidence", "evidence_note",
         "snippet_kind", "snippet_note", "launch", "snippet", "figures",
         "path", "lines", "snippet_line",
     )
@@ -145,6 +146,7 @@ class Entry(_Record):
     correction: str | None
     see_also: list
     evidence: list          # citations: [{"quote": quote id, "supports": why it backs this entry}]
+    evidence_note: str | None  # only with no evidence: why no quote backs the entry, and where was searched
     snippet_kind: str
     snippet_note: str | None
     launch: str

@@ -118,7 +118,7 @@ def write_atomic(path: str, data, exclusive: bool = False) -> None:
 # ---------------------------------------------------------------- entry mentions in prose
 
 # The prose fields of an entry: the site links entry mentions in these, `kb check` reports dead ones.
-PROSE_FIELDS = ("cause", "fix", "check", "caveats", "correction", "snippet_note")
+PROSE_FIELDS = ("cause", "fix", "check", "caveats", "correction", "snippet_note", "evidence_note")
 # Patterns as text: `re` is imported where they are used, never on the cached search path
 # (re's own cache keeps the compiled forms).
 _CODE_SPAN = r"(`+)(.+?)\1"
