@@ -1,9 +1,10 @@
 """What it finds: a learning-rate scheduler's `step()` that comes before the optimizer's `step()` in
 a loop body.
 
-Why it hurts training: since PyTorch 1.1 the scheduler must step after the optimizer; stepped
-first, it skips the first value of the schedule (the warmup's start, the initial learning rate)
-and PyTorch warns about it.
+Why it hurts training: current torch expects `optimizer.step()` first and the scheduler's
+`step()` after it. In the other order the schedule has already advanced once before any update
+is made, so the run never trains at the schedule's first value (a warmup's starting rate, the
+initial learning rate), and torch prints a UserWarning saying so.
 
 Example:
     scheduler.step()
