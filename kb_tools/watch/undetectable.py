@@ -21,6 +21,8 @@ UNDETECTABLE = {
     "dataloader-worker-seeds": "the random streams live in the worker processes; a repeated augmentation looks like "
                                "any other batch in the main process",
     "eval-augmentation-on": "the transforms are configured in the dataset objects, outside any torch call the run makes",
+    "view-instead-of-permute": "a reshape that reorders values is an ordinary operation; only the layout the data "
+                               "was stored in, which tensors do not carry, says it is wrong",
     "label-misalignment": "whether a label belongs to its input is a fact about the data; only the learning curve shows it",
     "per-sample-input-normalization": "a per-sample normalisation is an ordinary operation; that the label depended on "
                                       "the erased level is a fact about the task",
@@ -84,6 +86,10 @@ UNDETECTABLE = {
 }
 
 NO_CHECK_YET = {
+    "functional-dropout-in-eval": "a dropout applied with training=True inside a module that is in eval mode",
+    "modules-in-python-list": "parameters that take part in the forward pass but belong to no model's parameters() "
+                              "and no optimizer (modules held in a plain list or dict)",
+    "softmax-wrong-dim": "softmax outputs that sum to 1 over the batch axis rather than over the classes",
     "adamw-decay-groups": "param_groups show weight_decay on biases and norm gains, or Adam's L2 decay",
     "autoregressive-off-by-one": "the targets at each position equal the model's input ids at the same position",
     "bf16-weight-update-underflow": "bfloat16 parameters without an fp32 copy whose values do not change at step()",

@@ -1,0 +1,83 @@
+"""What it finds: in a module's `__init__`, layers kept in a plain Python list or dict
+(`self.layers = [nn.Linear(...) for _ in range(n)]`, `self.heads = {"a": nn.Linear(...)}`, or
+`nn.Module` objects appended to a list attribute).
+
+Why it hurts training: `nn.Module` registers only submodules assigned as attributes or held in
+`nn.ModuleList` / `nn.ModuleDict`, so these layers are missing from `model.parameters()` (the
+optimizer never updates them), from `state_dict()` (they are not saved), and from `.to()` and
+`.eval()`; the model still runs, with layers that keep their initial weights.
+
+Example:
+    self.blocks = [nn.Linear(64, 64) for _ in range(4)]
+
+Use instead:
+    self.blocks = nn.ModuleList([nn.Linear(64, 64) for _ in range(4)])
+"""
+import ast
+
+from kb_tools.lint.analysis import dotted
+
+CODE, NAME, ENTRY = "KBL018", "modules-in-plain-list", "modules-in-python-list"
+MESSAGE = ("layers held in a plain list or dict are not registered: they are missing from parameters(), "
+           "state_dict(), .to() and .eval(); use nn.ModuleList / nn.ModuleDict")
+
+CONTAINERS = {"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential", "torch.nn.ParameterList",
+              "torch.nn.ParameterDict"}
+
+
+def _module_classes(a) -> set:
+    """Classes defined in the file that derive from nn.Module (directly, or from one of these)."""
+    found: set = set()
+    classes = a.index.of(ast.ClassDef)
+    for _ in range(3):
+        for cls in classes:
+            if any(a.imp.canon(b) == "torch.nn.Module" or dotted(b) in found for b in cls.bases):
+                found.add(cls.name)
+    return found
+
+
+def _builds_module(a, expr, local: set) -> bool:
+    """Whether `expr` is a call that builds a layer: torch.nn.<Capitalised>(...) other than a
+    container, or a module class defined in this file."""
+    if not isinstance(expr, ast.Call):
+        return False
+    name = a.imp.canon(expr.func)
+    if name and name.startswith("torch.nn.") and name.count(".") == 2 and name.rsplit(".", 1)[1][:1].isupper():
+        return name not in CONTAINERS
+    return dotted(expr.func) in local
+
+
+def _elements(value) -> list:
+    if isinstance(value, (ast.List, ast.Tuple)):
+        return list(value.elts)
+    if isinstance(value, ast.Dict):
+        return list(value.values)
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
+        return [value.elt]
+    if isinstance(value, ast.DictComp):
+        return [value.value]
+    return []
+
+
+def check(a, emit):
+    local = _module_classes(a)
+    for cls in a.index.of(ast.ClassDef):
+        if cls.name not in local:
+            continue
+        for fn in cls.body:
+            if not isinstance(fn, ast.FunctionDef) or fn.name != "__init__":
+                continue
+            plain = set()  # self.X assigned a plain list or dict here
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target = dotted(node.targets[0])
+                    if target and target.startswith("self.") and isinstance(
+                            node.value, (ast.List, ast.Tuple, ast.Dict, ast.ListComp, ast.DictComp)):
+                        plain.add(target)
+                        if any(_builds_module(a, e, local) for e in _elements(node.value)):
+                            emit(node, CODE)
+            for call in a.index.calls_in(fn):
+                if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "insert") \
+                        and dotted(call.func.value) in plain and call.args \
+                        and any(_builds_module(a, e, local) for e in [call.args[-1], *_elements(call.args[-1])]):
+                    emit(call, CODE)

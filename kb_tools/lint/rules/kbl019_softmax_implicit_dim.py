@@ -1,0 +1,31 @@
+"""What it finds: `F.softmax(x)` / `F.log_softmax(x)` called without `dim`, or `nn.Softmax()` /
+`nn.LogSoftmax()` built without `dim`.
+
+Why it hurts training: without `dim` torch guesses the axis from the number of dimensions (0 for
+a 1-D or 3-D tensor, 1 for 2-D or 4-D) and only warns. On a (batch, time, classes) tensor the guess
+is the batch axis: each class is normalised across the samples of the batch instead of each
+sample across its classes, so the probabilities depend on the other samples and do not sum to 1.
+
+Example:
+    probs = F.softmax(logits)
+
+Use instead:
+    probs = F.softmax(logits, dim=-1)
+"""
+import ast
+
+CODE, NAME, ENTRY = "KBL019", "softmax-implicit-dim", "softmax-wrong-dim"
+MESSAGE = "softmax without dim: torch guesses the axis (the batch axis for a 3-D tensor); pass dim=-1 or the class axis"
+
+FUNCTIONS = {"torch.nn.functional.softmax", "torch.nn.functional.log_softmax", "torch.nn.functional.softmin"}
+MODULES = {"torch.nn.Softmax", "torch.nn.LogSoftmax", "torch.nn.Softmin"}
+
+
+def check(a, emit):
+    for call in a.index.calls:
+        name = a.imp.canon(call.func)
+        has_dim = any(k.arg == "dim" for k in call.keywords)
+        if name in FUNCTIONS and len(call.args) < 2 and not has_dim and call.args:
+            emit(call, CODE)
+        elif name in MODULES and not call.args and not has_dim:
+            emit(call, CODE)
