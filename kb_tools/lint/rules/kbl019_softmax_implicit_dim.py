@@ -12,7 +12,6 @@ Example:
 Use instead:
     probs = F.softmax(logits, dim=-1)
 """
-import ast
 
 CODE, NAME, ENTRY = "KBL019", "softmax-implicit-dim", "softmax-wrong-dim"
 MESSAGE = "softmax without dim: torch guesses the axis (the batch axis for a 3-D tensor); pass dim=-1 or the class axis"

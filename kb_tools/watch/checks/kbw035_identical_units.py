@@ -9,7 +9,6 @@ is trained apart by its different targets within a few steps and is not reported
 """
 from __future__ import annotations
 
-import torch
 
 from kb_tools.watch.checks import Check, created_at, names, plural
 
