@@ -71,7 +71,8 @@ def merge_reports(reports: list, exit_status: int | None = None, command: list |
         run["exit_status"] = exit_status
     if command is not None:
         run["command"] = command
-    findings = sort_findings([f for r in reports for f in r["findings"]])
+    from kb_tools.watch.ranks import cross_rank_findings
+    findings = sort_findings([f for r in reports for f in r["findings"]] + cross_rank_findings(reports))
     return {"version": REPORT_VERSION, "findings": findings, "run": run, "checks": reports[0].get("checks", [])}
 
 

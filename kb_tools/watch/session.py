@@ -556,7 +556,20 @@ class Session:
             "losses": [loss.to_dict() for loss in self.losses.values()],
             "loaders": [loader.to_dict() for loader in self.loaders.values()],
             "internal_errors": list(self.internal_errors),
+            "shared": self._shared(),
         }
+
+    def _shared(self) -> dict:
+        out = {}
+        for check in self.checks:
+            try:
+                data = check.shared()
+            except Exception as exc:  # noqa: BLE001 - a check's bug must never break the report
+                self.internal_errors.append(f"{check.code} shared: {type(exc).__name__}: {exc}")
+                continue
+            if data is not None:
+                out[check.code] = data
+        return out
 
 
 def grad_norm_of(tensors) -> float:

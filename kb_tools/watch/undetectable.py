@@ -31,7 +31,6 @@ UNDETECTABLE = {
     "ddp-effective-batch-lr": "whether the lr was meant for one GPU or for the world size is a configuration intent",
     "ddp-no-sync-accumulation": "which backward() ran inside no_sync() is internal to DDP and is not hooked",
     "nonfinite-any-rank-clip": "needs the per-rank skip and clip decisions compared across ranks; each rank is watched alone",
-    "rank-divergent-data": "needs the batches of different ranks compared; each rank is watched alone",
     # fine-tuning: tokenizer facts, export, inference
     "bos-token-duplication": "which id is BOS and what the chat template adds are tokenizer facts; ids alone do not say",
     "chat-template-mismatch": "the inference template is used in another program than the training run",

@@ -68,6 +68,11 @@ class Check:
         """What this check found so far; called at the report, possibly more than once."""
         return []
 
+    def shared(self) -> dict | None:
+        """Plain data for the merge of several ranks' reports (kb_tools/watch/ranks.py), kept in the
+        report's `run.shared` under this check's code; None when there is nothing to share."""
+        return None
+
     def finding(self, message: str, *, evidence: dict | None = None, where: str | None = None,
                 step: int | None = None, confidence: float | None = None) -> Finding:
         return Finding(code=self.code, entry=self.entry, title=self.title,

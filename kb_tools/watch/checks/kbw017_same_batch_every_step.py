@@ -10,40 +10,13 @@ consecutive steps.
 """
 from __future__ import annotations
 
-import torch
 
 from kb_tools.watch.checks import Check, created_at
+from kb_tools.watch.checks.tensors import first_tensor, fingerprint
 
 MIN_REPEATS = 5
 SHARE = 0.8
 MAX_KEYS = 64
-ELEMENTS = 8
-
-
-def first_tensor(value, depth: int = 0):
-    """The first tensor of a batch (a tensor, or a tuple, list or dict holding one)."""
-    if isinstance(value, torch.Tensor):
-        return value
-    if depth > 3:
-        return None
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        for item in value[:16]:
-            found = first_tensor(item, depth + 1)
-            if found is not None:
-                return found
-    return None
-
-
-def fingerprint(t: torch.Tensor) -> tuple | None:
-    """(shape, dtype, sum, a few strided elements): equal for equal tensors, cheap for any size."""
-    if t.numel() == 0 or t.is_complex() or t.is_sparse:
-        return None
-    flat = t.detach().reshape(-1)
-    stride = max(1, flat.numel() // ELEMENTS)
-    values = torch.cat([flat.double().sum().reshape(1), flat[::stride][:ELEMENTS].double()]).tolist()
-    return (tuple(t.shape), str(t.dtype), tuple(values))
 
 
 class SameBatchEveryStep(Check):

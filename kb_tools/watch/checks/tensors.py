@@ -1,9 +1,11 @@
-"""Helpers the loss checks share: the rows of class scores a classification loss received."""
+"""Helpers the checks share: the rows of class scores a classification loss received, and the
+first tensor of a batch with a cheap fingerprint to compare batches by."""
 from __future__ import annotations
 
 import torch
 
 MAX_ROWS = 4096  # rows examined per call: enough to decide, cheap on any batch
+ELEMENTS = 8     # strided elements in a batch fingerprint
 
 
 def class_rows(call):
@@ -41,3 +43,29 @@ def log_probability_share(rows, tol: float = 1e-2) -> float:
     if rows.numel() == 0:
         return 1.0
     return float(((torch.logsumexp(rows, dim=-1)).abs() <= tol).float().mean())
+
+
+def first_tensor(value, depth: int = 0):
+    """The first tensor of a batch (a tensor, or a tuple, list or dict holding one)."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if depth > 3:
+        return None
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for item in value[:16]:
+            found = first_tensor(item, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def fingerprint(t: torch.Tensor) -> tuple | None:
+    """(shape, dtype, sum, a few strided elements): equal for equal tensors, cheap for any size."""
+    if t.numel() == 0 or t.is_complex() or t.is_sparse:
+        return None
+    flat = t.detach().reshape(-1)
+    stride = max(1, flat.numel() // ELEMENTS)
+    values = torch.cat([flat.double().sum().reshape(1), flat[::stride][:ELEMENTS].double()]).tolist()
+    return (tuple(t.shape), str(t.dtype), tuple(values))

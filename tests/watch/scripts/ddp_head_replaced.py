@@ -1,6 +1,8 @@
 """DDP on CPU (gloo), two ranks: the head is replaced after the optimizer was built, so on every
-rank the head gets (all-reduced) gradients and never changes. Run with torchrun --nproc-per-node 2."""
+rank the head gets (all-reduced) gradients and never changes. Run with torchrun --nproc-per-node 2.
+Each rank draws its own batches; with --same-data every rank draws the same ones (no sharding)."""
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -16,7 +18,7 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     model[2] = nn.Linear(16, 3)
     ddp = DDP(model)
-    g = torch.Generator().manual_seed(rank)
+    g = torch.Generator().manual_seed(0 if "--same-data" in sys.argv else rank)
     try:
         for _ in range(30):
             x, y = torch.randn(32, 8, generator=g), torch.randint(0, 3, (32,), generator=g)
