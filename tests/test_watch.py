@@ -92,7 +92,8 @@ def test_every_check_points_to_an_existing_entry_and_states_its_criterion():
     checks = all_checks()
     assert len(checks) >= 10
     for check in checks:
-        assert check.entry in kb.entries, f"{check.code} points to '{check.entry}', which is no entry"
+        for entry in (check.entry, *check.also):
+            assert entry in kb.entries, f"{check.code} points to '{entry}', which is no entry"
         doc = " ".join((check.__doc__ or "").split())
         assert "Criterion" in doc and any(c.isdigit() for c in doc), f"{check.code}: state the numeric criterion"
         assert check.title and 0 < check.confidence <= 1

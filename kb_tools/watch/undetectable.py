@@ -88,7 +88,6 @@ NO_CHECK_YET = {
     "functional-dropout-in-eval": "a dropout applied with training=True inside a module that is in eval mode",
     "modules-in-python-list": "parameters that take part in the forward pass but belong to no model's parameters() "
                               "and no optimizer (modules held in a plain list or dict)",
-    "softmax-wrong-dim": "softmax outputs that sum to 1 over the batch axis rather than over the classes",
     "adamw-decay-groups": "param_groups show weight_decay on biases and norm gains, or Adam's L2 decay",
     "autoregressive-off-by-one": "the targets at each position equal the model's input ids at the same position",
     "bf16-weight-update-underflow": "bfloat16 parameters without an fp32 copy whose values do not change at step()",

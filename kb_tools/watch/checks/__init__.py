@@ -44,6 +44,7 @@ class Check:
     code = ""        # KBW001
     name = ""        # kebab-case name of what it detects
     entry = ""       # the KB entry that explains the cause
+    also: tuple = ()  # other entries a finding of this check may name (one criterion per cause)
     title = ""       # one line: what it measures
     confidence = 0.5  # how sure a finding of this check is, 0..1 (findings are sorted by it)
 
@@ -74,8 +75,10 @@ class Check:
         return None
 
     def finding(self, message: str, *, evidence: dict | None = None, where: str | None = None,
-                step: int | None = None, confidence: float | None = None) -> Finding:
-        return Finding(code=self.code, entry=self.entry, title=self.title,
+                step: int | None = None, confidence: float | None = None, entry: str | None = None) -> Finding:
+        if entry is not None and entry != self.entry and entry not in self.also:
+            raise ValueError(f"{self.code}: {entry} is neither its entry nor in its `also`")
+        return Finding(code=self.code, entry=entry or self.entry, title=self.title,
                        confidence=self.confidence if confidence is None else confidence,
                        message=message, evidence=evidence or {}, where=where, step=step,
                        rank=self.session.rank)
@@ -83,7 +86,7 @@ class Check:
     @classmethod
     def describe(cls) -> dict:
         doc = (cls.__doc__ or "").strip()
-        return {"code": cls.code, "name": cls.name, "entry": cls.entry, "title": cls.title,
+        return {"code": cls.code, "name": cls.name, "entry": cls.entry, "also": list(cls.also), "title": cls.title,
                 "confidence": cls.confidence, "criterion": " ".join(doc.split())}
 
 

@@ -1,4 +1,5 @@
-"""KBW023: a convolutional first layer trained on raw-scale inputs, or a first layer evaluated on another scale than trained.
+"""KBW023: a convolutional first layer trained on raw-scale inputs (unnormalized-inputs), or a first layer
+evaluated on another scale than trained (normalization-mismatch).
 
 The first layer is the first leaf module holding parameters to start in a sampled forward pass
 of a model (up to 4 models); a normalization layer there (BatchNorm, LayerNorm, GroupNorm,
@@ -43,7 +44,8 @@ class InputScale(Check):
     __doc__ = __doc__
     code = "KBW023"
     name = "input-scale"
-    entry = "normalization-mismatch"
+    entry = "unnormalized-inputs"
+    also = ("normalization-mismatch",)
     title = "raw-scale inputs (0-255 pixels) into a first convolution, or first-layer inputs on another scale in evaluation"
     confidence = 0.8
 
@@ -105,7 +107,8 @@ class InputScale(Check):
                            f"{evaluation[1]:.4g}-{evaluation[2]:.4g} against {train[1]:.4g}-{train[2]:.4g} in "
                            f"training: the evaluation path prepares its inputs differently; use the same transform "
                            f"in both")
-                out.append(self.finding(message, where=layer.site, step=evaluation[5], confidence=0.85, evidence={
+                out.append(self.finding(message, where=layer.site, step=evaluation[5], confidence=0.85,
+                                        entry="normalization-mismatch", evidence={
                     "layer": layer.name, "train_scale": [train[1], train[2]],
                     "eval_scale": [evaluation[1], evaluation[2]], "eval_mean": evaluation[3],
                     "eval_std": evaluation[4]}))
