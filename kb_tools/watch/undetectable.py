@@ -21,6 +21,8 @@ UNDETECTABLE = {
     "dataloader-worker-seeds": "the random streams live in the worker processes; a repeated augmentation looks like "
                                "any other batch in the main process",
     "eval-augmentation-on": "the transforms are configured in the dataset objects, outside any torch call the run makes",
+    "stale-optimizer-state": "the state comes from another phase or is lost between two runs (a resume); whether "
+                             "reusing it is wrong depends on what the phase change meant",
     "view-instead-of-permute": "a reshape that reorders values is an ordinary operation; only the layout the data "
                                "was stored in, which tensors do not carry, says it is wrong",
     "label-misalignment": "whether a label belongs to its input is a fact about the data; only the learning curve shows it",
@@ -85,6 +87,9 @@ UNDETECTABLE = {
 }
 
 NO_CHECK_YET = {
+    "gan-discriminator-wins": "a discriminator whose outputs on generated samples sit near 0 while the generator's "
+                              "gradient shrinks toward 0",
+    "integer-division-inputs": "model inputs with one or two distinct values after an integer division of the data",
     "functional-dropout-in-eval": "a dropout applied with training=True inside a module that is in eval mode",
     "modules-in-python-list": "parameters that take part in the forward pass but belong to no model's parameters() "
                               "and no optimizer (modules held in a plain list or dict)",

@@ -17,7 +17,7 @@ Use instead:
 """
 from kb_tools.lint.analysis import method_call
 
-CODE, NAME, ENTRY = "KBL015", "optimizer-created-in-loop", "stale-optimizer-state"
+CODE, NAME, ENTRY = "KBL015", "optimizer-created-in-loop", "optimizer-recreated-each-epoch"
 MESSAGE = ("the optimizer is created inside the training loop: its state (momentum, Adam moments) restarts every "
            "iteration")
 

@@ -28,7 +28,7 @@ class OptimizerRebuilt(Check):
     __doc__ = __doc__
     code = "KBW026"
     name = "optimizer-rebuilt"
-    entry = "stale-optimizer-state"
+    entry = "optimizer-recreated-each-epoch"
     title = "a new optimizer over the same parameters again and again: its momentum/Adam state is dropped each time"
     confidence = 0.85
 
