@@ -64,6 +64,17 @@ def _legacy_reduction(bound: dict) -> None:
     bound.pop("reduce", None)
 
 
+def _dropout_wrapper(original):
+    """F.dropout: tell the session when it drops units (training=True, p > 0) on a sampled step."""
+    @functools.wraps(original)
+    def wrapper(input, p=0.5, training=True, inplace=False):
+        s = _active
+        if s is not None and training and p > 0 and s.sampled and not s.stopped:
+            _guard(s, "dropout", s.dropout_call, p)
+        return original(input, p, training, inplace)
+    return wrapper
+
+
 def _loss_wrapper(kind: str, original):
     parameters = inspect.signature(original).parameters
     names = list(parameters)
@@ -165,6 +176,9 @@ class Instrumentation:
             original = getattr(F, name, None)
             if original is not None:
                 self._patch(F, name, _loss_wrapper(name, original))
+        for name in ("dropout", "dropout1d", "dropout2d", "dropout3d"):
+            if getattr(F, name, None) is not None:
+                self._patch(F, name, _dropout_wrapper(getattr(F, name)))
         self._patch(torch.autograd, "backward", _backward_wrapper(torch.autograd.backward))
         self._patch(torch.nn.Module, "__init__", _site_recorder(torch.nn.Module.__init__, "module"))
         self._patch(torch.optim.Optimizer, "__init__", _site_recorder(torch.optim.Optimizer.__init__, "optimizer"))

@@ -502,6 +502,10 @@ class Session:
             self._event += 1
             self.dispatch("on_clip", ClipCall(parameters=parameters, max_norm=max_norm, norm=norm, site=site))
 
+    def dropout_call(self, p: float) -> None:
+        if self._handlers["on_dropout"]:
+            self.dispatch("on_dropout", p)
+
     def module_forward(self, module, output) -> None:
         self.dispatch("on_module_forward", module, output, torch.is_grad_enabled())
 

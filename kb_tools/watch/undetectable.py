@@ -90,7 +90,6 @@ NO_CHECK_YET = {
     "gan-discriminator-wins": "a discriminator whose outputs on generated samples sit near 0 while the generator's "
                               "gradient shrinks toward 0",
     "integer-division-inputs": "model inputs with one or two distinct values after an integer division of the data",
-    "functional-dropout-in-eval": "a dropout applied with training=True inside a module that is in eval mode",
     "modules-in-python-list": "parameters that take part in the forward pass but belong to no model's parameters() "
                               "and no optimizer (modules held in a plain list or dict)",
     "adamw-decay-groups": "param_groups show weight_decay on biases and norm gains, or Adam's L2 decay",

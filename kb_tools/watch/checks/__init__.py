@@ -33,6 +33,7 @@ EVENTS = {
     "on_step_post": "sampled: optimizer.step() returned (optimizer)",
     "on_batch": "sampled: a DataLoader yielded a batch (loader, batch)",
     "on_clip": "sampled: clip_grad_norm_ returned (ClipCall: parameters, max_norm, the norm it returned, site)",
+    "on_dropout": "sampled: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p)",
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
 }
 CODE_FORM = re.compile(r"^KBW\d{3}$")
@@ -63,6 +64,7 @@ class Check:
     def on_step_post(self, optimizer): pass
     def on_batch(self, loader, batch): pass
     def on_clip(self, call): pass
+    def on_dropout(self, p): pass
     def on_end(self): pass
 
     def findings(self) -> list:
