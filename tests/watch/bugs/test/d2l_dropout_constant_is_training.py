@@ -73,11 +73,11 @@ def train_epoch_ch3(net, train_iter, loss, updater):
     metric = Accumulator(3)
     for X, y in train_iter:
         y_hat = net(X)
-        l = loss(y_hat, y)
+        batch_loss = loss(y_hat, y)
         updater.zero_grad()
-        l.mean().backward()
+        batch_loss.mean().backward()
         updater.step()
-        metric.add(float(l.sum().detach()), accuracy(y_hat, y), y.numel())
+        metric.add(float(batch_loss.sum().detach()), accuracy(y_hat, y), y.numel())
     return metric[0] / metric[2], metric[1] / metric[2]
 
 

@@ -32,8 +32,8 @@ class DiscriminativeDecoder(nn.Module):
 
     def forward(self, enc_out, batch):
         options = batch["opt"]                        # (batch, num_options, len, word_dim)
-        b, n, l, d = options.shape
-        _, opt_h = self.option_rnn(options.reshape(b * n, l, d))
+        b, n, length, d = options.shape
+        _, opt_h = self.option_rnn(options.reshape(b * n, length, d))
         opt_embeds = opt_h[-1].view(b, n, -1)
         scores = torch.bmm(opt_embeds, enc_out.unsqueeze(2)).squeeze(2)   # (batch, num_options)
         return self.log_softmax(scores)
