@@ -65,11 +65,12 @@ def _legacy_reduction(bound: dict) -> None:
 
 
 def _dropout_wrapper(original):
-    """F.dropout: tell the session when it drops units (training=True, p > 0) on a sampled step."""
+    """F.dropout: tell the session when it drops units (training=True, p > 0), on every step: the
+    check behind it costs one comparison unless a model is running in eval mode."""
     @functools.wraps(original)
     def wrapper(input, p=0.5, training=True, inplace=False):
         s = _active
-        if s is not None and training and p > 0 and s.sampled and not s.stopped:
+        if s is not None and training and p > 0 and not s.stopped:
             _guard(s, "dropout", s.dropout_call, p)
         return original(input, p, training, inplace)
     return wrapper

@@ -92,7 +92,6 @@ NO_CHECK_YET = {
     "integer-division-inputs": "model inputs with one or two distinct values after an integer division of the data",
     "modules-in-python-list": "parameters that take part in the forward pass but belong to no model's parameters() "
                               "and no optimizer (modules held in a plain list or dict)",
-    "adamw-decay-groups": "param_groups show weight_decay on biases and norm gains, or Adam's L2 decay",
     "autoregressive-off-by-one": "the targets at each position equal the model's input ids at the same position",
     "bf16-weight-update-underflow": "bfloat16 parameters without an fp32 copy whose values do not change at step()",
     "class-imbalance": "the class frequencies of the cross-entropy targets, and predictions all of one class",

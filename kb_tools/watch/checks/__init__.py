@@ -33,7 +33,7 @@ EVENTS = {
     "on_step_post": "sampled: optimizer.step() returned (optimizer)",
     "on_batch": "sampled: a DataLoader yielded a batch (loader, batch)",
     "on_clip": "sampled: clip_grad_norm_ returned (ClipCall: parameters, max_norm, the norm it returned, site)",
-    "on_dropout": "sampled: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p)",
+    "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p); must be cheap",
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
 }
 CODE_FORM = re.compile(r"^KBW\d{3}$")

@@ -1,6 +1,6 @@
 """KBW038: dropout still dropping units while the model runs in eval mode.
 
-Criterion: at least 2 times on sampled steps, a functional dropout (F.dropout and its 1d/2d/3d forms,
+Criterion: at least 2 times (on any step), a functional dropout (F.dropout and its 1d/2d/3d forms,
 which nn.Dropout also calls) ran with training=True and p > 0 during a call of a watched model
 whose `training` flag was False: `F.dropout(x, p)` without `training=self.training`, or an
 nn.Dropout built inside forward(), keeps dropping after `model.eval()`, so evaluation outputs
