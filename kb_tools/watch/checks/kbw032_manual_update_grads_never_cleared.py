@@ -15,28 +15,12 @@ import math
 import torch
 
 from kb_tools.watch.checks import Check, names, plural
+from kb_tools.watch.checks.tensors import graph_leaves
 from kb_tools.watch.sites import user_site
 
 MIN_CARRIED = 3
 MAX_LEAVES = 64
-MAX_NODES = 20_000  # graph nodes walked to find the leaves, once
 DECIDED_AFTER = 12   # backward() calls looked at; later ones cost nothing
-
-
-def _leaves(tensors) -> list:
-    """The leaf tensors that require grad behind `tensors`, found by walking their graph (bounded)."""
-    seen, found, stack = set(), [], [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
-    while stack and len(seen) < MAX_NODES and len(found) < MAX_LEAVES:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        variable = getattr(node, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            found.append(variable)
-            continue
-        stack.extend(child for child, _ in getattr(node, "next_functions", ()))
-    return found
 
 
 def _norm(tensors) -> float | None:
@@ -72,7 +56,7 @@ class ManualUpdateGradsNeverCleared(Check):
         if not self.tracked:
             s = self.session
             params = [p for m in s.models if m.module is not None for p in m.module.parameters() if p.requires_grad]
-            self.tracked = params[:MAX_LEAVES] if params else _leaves(tensors)
+            self.tracked = params[:MAX_LEAVES] if params else graph_leaves(tensors, MAX_LEAVES)
             self.names = [s.param_name(p) if params else f"<{tuple(p.shape)} tensor>" for p in self.tracked]
         return self.tracked
 

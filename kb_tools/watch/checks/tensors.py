@@ -69,3 +69,20 @@ def fingerprint(t: torch.Tensor) -> tuple | None:
     stride = max(1, flat.numel() // ELEMENTS)
     values = torch.cat([flat.double().sum().reshape(1), flat[::stride][:ELEMENTS].double()]).tolist()
     return (tuple(t.shape), str(t.dtype), tuple(values))
+
+
+def graph_leaves(tensors, limit: int, max_nodes: int = 20_000) -> list:
+    """The leaf tensors that require grad behind `tensors` (at most `limit`), found by walking their
+    autograd graph, at most `max_nodes` nodes."""
+    seen, found, stack = set(), [], [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
+    while stack and len(seen) < max_nodes and len(found) < limit:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            found.append(variable)
+            continue
+        stack.extend(child for child, _ in getattr(node, "next_functions", ()))
+    return found
