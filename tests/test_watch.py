@@ -270,7 +270,7 @@ def test_list_checks_text_and_json(capsys):
     assert cli.main(["watch", "--list-checks", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["code"] for r in rows] == [c.code for c in all_checks()]
-    assert all(set(r) == {"code", "name", "entry", "title", "confidence", "criterion"} for r in rows)
+    assert all(set(r) == {"code", "name", "entry", "also", "title", "confidence", "criterion"} for r in rows)
 
 
 def test_a_script_named_without_python_and_a_module_run_with_dash_m(tmp_path):
