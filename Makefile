@@ -45,7 +45,7 @@ run: install
 
 test: install-test
 	@echo "==> running the test suite (pytest -n 2)"
-	$(PY) -m pytest -n 2 --dist loadgroup -q
+	$(PY) -m pytest -n 2 --dist loadgroup -q --durations=15
 
 # ruff and mypy on the package's own code (settings in pyproject.toml); CI runs it before the tests.
 lint: install-test
