@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, created_at, names, plural
+from kb_tools.watch.checks.tensors import value_fingerprint
 
 MIN_GRAD_STEPS = 3
 SNAPSHOT_NUMEL = 1 << 20   # a parameter up to this size is copied; a larger one keeps a fingerprint
@@ -27,11 +28,6 @@ class _Tracked:
         self.ref, self.name, self.snapshot, self.first_step = p, name, snapshot, step
         self.verified = step  # the last step at which it was seen unchanged
         self.grad_steps, self.grad_norm, self.changed, self.numel = 0, 0.0, False, p.numel()
-
-
-def _fingerprint(p) -> tuple:
-    x = p.detach().double()
-    return float(x.sum()), float(x.abs().sum()), float((x * x).sum())
 
 
 class ParamsNotInOptimizer(Check):
@@ -51,12 +47,12 @@ class ParamsNotInOptimizer(Check):
         if p.numel() <= min(SNAPSHOT_NUMEL, self.budget):
             self.budget -= p.numel()
             return p.detach().clone()
-        return _fingerprint(p)
+        return value_fingerprint(p)
 
     def _verify(self, t: _Tracked, p) -> bool:
         """Whether `p` still holds the value it had when tracking began; records the answer."""
         same = torch.equal(t.snapshot, p.detach()) if isinstance(t.snapshot, torch.Tensor) \
-            else _fingerprint(p) == t.snapshot
+            else value_fingerprint(p) == t.snapshot
         if same:
             t.verified = self.session.step
         else:

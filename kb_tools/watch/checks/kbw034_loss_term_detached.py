@@ -9,6 +9,7 @@ A loss only logged, or one evaluated with grad on, is passed over unless that ad
 from __future__ import annotations
 
 from kb_tools.watch.checks import Check, loss_where, plural
+from kb_tools.watch.checks.tensors import graph_nodes
 
 MIN_STEPS = 3
 MAX_PENDING = 16
@@ -17,20 +18,13 @@ MAX_NODES = 50_000
 
 def _walk(tensors, wanted: set) -> tuple[set, bool]:
     """(the wanted node ids reached, whether an add/sub node has an input without gradient)."""
-    reached, constant_added, seen = set(), False, set()
-    stack = [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
-    while stack and len(seen) < MAX_NODES:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
+    reached, constant_added = set(), False
+    for node in graph_nodes(tensors, MAX_NODES):
         if id(node) in wanted:
             reached.add(id(node))
-        edges = getattr(node, "next_functions", ())
         if not constant_added and type(node).__name__.startswith(("AddBackward", "SubBackward")) \
-                and any(child is None for child, _ in edges):
+                and any(child is None for child, _ in node.next_functions):
             constant_added = True
-        stack.extend(child for child, _ in edges if child is not None)
     return reached, constant_added
 
 

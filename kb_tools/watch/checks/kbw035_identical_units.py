@@ -11,6 +11,7 @@ from __future__ import annotations
 
 
 from kb_tools.watch.checks import Check, created_at, names, plural
+from kb_tools.watch.checks.tensors import value_fingerprint
 
 MIN_STEPS = 10
 MAX_TRACKED = 64
@@ -21,11 +22,6 @@ def _rows_equal(p) -> bool:
     w = p.detach().flatten(1)
     scale = float(w.abs().max())
     return float((w - w[:1]).abs().max()) <= TOLERANCE * scale if scale > 0 else True
-
-
-def _fingerprint(p) -> tuple:
-    x = p.detach().double()
-    return float(x.sum()), float(x.abs().sum())
 
 
 class IdenticalUnits(Check):
@@ -39,7 +35,7 @@ class IdenticalUnits(Check):
     def __init__(self, session):
         super().__init__(session)
         self.looked = False
-        self.tracked: dict[int, list] = {}  # id -> [param ref, name, first step, fingerprint, still equal, moved]
+        self.tracked: dict[int, list] = {}  # id -> [param, name, first step, value fingerprint then]
         self.confirmed: dict[str, tuple] = {}  # name -> (rows, first step, last step)
 
     def on_step_pre(self, optimizer):
@@ -57,7 +53,7 @@ class IdenticalUnits(Check):
                     if len(self.tracked) >= MAX_TRACKED:
                         break
                     if p.requires_grad and id(p) in held and p.dim() >= 2 and p.shape[0] >= 2 and _rows_equal(p):
-                        self.tracked[id(p)] = [p, s.param_name(p), s.step, _fingerprint(p)]
+                        self.tracked[id(p)] = [p, s.param_name(p), s.step, value_fingerprint(p)]
             return
         for key, (p, name, first, print_) in list(self.tracked.items()):
             if s.step - first < MIN_STEPS:
@@ -65,7 +61,7 @@ class IdenticalUnits(Check):
             if not _rows_equal(p):
                 del self.tracked[key]  # trained apart: not a symmetric init
                 self.confirmed.pop(name, None)
-            elif _fingerprint(p) != print_:
+            elif value_fingerprint(p) != print_:
                 self.confirmed[name] = (p.shape[0], first, s.step)
 
     def on_end(self):

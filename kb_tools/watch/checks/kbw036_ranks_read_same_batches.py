@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+import torch
+
 from kb_tools.watch import ranks
 from kb_tools.watch.checks import Check
 from kb_tools.watch.checks.tensors import first_tensor, fingerprint
@@ -35,7 +37,6 @@ class RanksReadSameBatches(Check):
         s = self.session
         if not self.active or s.step in self.inputs or len(self.inputs) >= ranks.KEEP:
             return
-        import torch
         if not torch.is_grad_enabled():
             return
         info = next((m for m in s.models if m.module is module), None)

@@ -13,6 +13,7 @@ import torch
 
 from kb_tools.watch.checks import Check, created_at, names, plural
 
+MAX_OPTIMIZERS = 64  # optimizers looked at (one rebuilt every step must not grow this without bound)
 _NORMS = tuple(t for t in (torch.nn.modules.batchnorm._BatchNorm, torch.nn.LayerNorm, torch.nn.GroupNorm,
                            torch.nn.modules.instancenorm._InstanceNorm, getattr(torch.nn, "RMSNorm", None)) if t)
 
@@ -31,7 +32,7 @@ class NormsDecayedBesideNoDecayGroup(Check):
         self.found: dict[int, tuple] = {}  # id(optimizer) -> (optimizer info, names, decay)
 
     def on_step_pre(self, optimizer):
-        if id(optimizer) in self.looked:
+        if id(optimizer) in self.looked or len(self.looked) >= MAX_OPTIMIZERS:
             return
         self.looked.add(id(optimizer))
         groups = optimizer.param_groups

@@ -71,18 +71,33 @@ def fingerprint(t: torch.Tensor) -> tuple | None:
     return (tuple(t.shape), str(t.dtype), tuple(values))
 
 
-def graph_leaves(tensors, limit: int, max_nodes: int = 20_000) -> list:
-    """The leaf tensors that require grad behind `tensors` (at most `limit`), found by walking their
-    autograd graph, at most `max_nodes` nodes."""
-    seen, found, stack = set(), [], [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
-    while stack and len(seen) < max_nodes and len(found) < limit:
+def graph_nodes(tensors, max_nodes: int = 20_000):
+    """The autograd nodes behind `tensors`, each once, depth first, at most `max_nodes` of them."""
+    seen, stack = set(), [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
+    while stack and len(seen) < max_nodes:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
+        yield node
+        stack.extend(child for child, _ in getattr(node, "next_functions", ()) if child is not None)
+
+
+def graph_leaves(tensors, limit: int, max_nodes: int = 20_000) -> list:
+    """The leaf tensors that require grad behind `tensors` (at most `limit`): the variables of the
+    graph's AccumulateGrad nodes."""
+    found = []
+    for node in graph_nodes(tensors, max_nodes):
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
             found.append(variable)
-            continue
-        stack.extend(child for child, _ in getattr(node, "next_functions", ()))
+            if len(found) >= limit:
+                break
     return found
+
+
+def value_fingerprint(p) -> tuple:
+    """(sum, sum of magnitudes, sum of squares) in float64: changes when any value of `p` changes
+    (short of a change that cancels in all three), without keeping a copy."""
+    x = p.detach().double()
+    return float(x.sum()), float(x.abs().sum()), float((x * x).sum())
