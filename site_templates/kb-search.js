@@ -589,13 +589,17 @@
       const doc = this.form.ownerDocument, list = this.list;
       list.textContent = "";
       hits.forEach((h, n) => {
+        // The link itself is the option (ARIA allows role=option on a link): an option that
+        // contained a link would nest one interactive element in another.
         const li = doc.createElement("li");
         li.className = "kb-search__hit" + (h.low_confidence ? " kb-search__hit--low" : "");
-        li.id = `kb-search-hit-${n}`;
-        li.setAttribute("role", "option");
-        li.setAttribute("aria-selected", "false");
+        li.setAttribute("role", "none");
         li.dataset.id = h.id;
         const a = doc.createElement("a");
+        a.id = `kb-search-hit-${n}`;
+        a.setAttribute("role", "option");
+        a.setAttribute("aria-selected", "false");
+        a.dataset.id = h.id;
         a.href = new URL(`entries/${encodeURIComponent(h.id)}/`, this.root).href;
         a.tabIndex = -1;
         const head = doc.createElement("span");
@@ -651,9 +655,9 @@
     }
 
     select(n, items) {
-      items.forEach((li, i) => li.setAttribute("aria-selected", String(i === n)));
+      items.forEach((li, i) => li.firstChild.setAttribute("aria-selected", String(i === n)));
       this.active = n;
-      this.input.setAttribute("aria-activedescendant", items[n].id);
+      this.input.setAttribute("aria-activedescendant", items[n].firstChild.id);
       items[n].scrollIntoView({ block: "nearest" });
     }
 

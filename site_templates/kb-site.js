@@ -96,7 +96,51 @@
     }).catch(() => {});
   }
 
+  // Loss curves are drawn 560 units wide and scaled to the column: on a narrow screen the tick
+  // labels would shrink with the drawing, so their size is set in drawing units that come out
+  // at READABLE_PX or more, whatever the shown width.
+  const READABLE_PX = 12;
+  function readableCurves() {
+    const svgs = document.querySelectorAll("svg.kb-curves");
+    if (!svgs.length) return;
+    const fit = () => svgs.forEach((svg) => {
+      const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+      if (!(scale > 0)) return;
+      const units = Math.max(13, READABLE_PX / scale);
+      svg.querySelectorAll("text").forEach((t) => { t.style.fontSize = `${units.toFixed(1)}px`; });
+    });
+    fit();
+    if (window.ResizeObserver) new ResizeObserver(fit).observe(svgs[0]);
+  }
+
+  // The theme labels a nav section that has its own index page by an icon-only label, so every
+  // such section is a navigation landmark with no name (axe-core: landmark-unique). Each gets
+  // its section title as its name.
+  function nameNavSections() {
+    document.querySelectorAll("nav.md-nav[aria-labelledby]").forEach((nav) => {
+      const label = document.getElementById(nav.getAttribute("aria-labelledby"));
+      if (label && label.textContent.trim()) return;
+      const title = nav.querySelector(":scope > .md-nav__title");
+      if (title && title.textContent.trim()) {
+        nav.removeAttribute("aria-labelledby");
+        nav.setAttribute("aria-label", title.textContent.trim());
+      }
+    });
+  }
+
+  // The theme wraps each code block's copy button in a <nav>, added after load: a row of
+  // navigation landmarks with no name. A copy button is not navigation; the wrapper loses the role.
+  function unmarkCodeNavs(root) {
+    root.querySelectorAll("nav.md-code__nav:not([role])").forEach((nav) => nav.setAttribute("role", "none"));
+  }
+
   function start() {
+    nameNavSections();
+    unmarkCodeNavs(document);
+    if (window.MutationObserver) {
+      new MutationObserver(() => unmarkCodeNavs(document)).observe(document.body, { childList: true, subtree: true });
+    }
+    readableCurves();
     if (document.querySelector(".kb-source")) {
       markRange(true);
       window.addEventListener("hashchange", () => markRange(true));

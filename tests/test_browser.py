@@ -283,9 +283,9 @@ def _shown(driver, query: str, ranking: str = "hybrid"):
         (function poll() {  // in the page, every 10 ms: one round trip per query
             const list = document.querySelector(selector);
             if (list && list.dataset.query === query && list.dataset.ranking === ranking) {
-                return done(Array.from(list.querySelectorAll('li[role=option]'), (li) => [li.dataset.id,
-                    li.querySelector('.kb-search__matched').textContent,
-                    li.classList.contains('kb-search__hit--low'), li.querySelector('a').href]));
+                return done(Array.from(list.querySelectorAll('li > a[role=option]'), (a) => [a.dataset.id,
+                    a.querySelector('.kb-search__matched').textContent,
+                    a.parentNode.classList.contains('kb-search__hit--low'), a.href]));
             }
             if (Date.now() > until) return done(null);
             setTimeout(poll, 10);
@@ -385,7 +385,7 @@ def test_search_box_by_keyboard(driver, served):
     assert [s[0] for s in shown] == want
     assert box.get_attribute("aria-expanded") == "true"
     box.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN)
-    selected = driver.find_element(By.CSS_SELECTOR, f"{RESULTS} li[aria-selected=true]")
+    selected = driver.find_element(By.CSS_SELECTOR, f"{RESULTS} li > a[aria-selected=true]")
     assert selected.get_attribute("data-id") == want[1]
     assert box.get_attribute("aria-activedescendant") == selected.get_attribute("id")
     box.send_keys(Keys.ENTER)

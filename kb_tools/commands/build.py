@@ -21,6 +21,8 @@ def run(args) -> int:
         print(f"built {report.pages} pages ({report.entries} entries, {report.sources} sources, "
               f"{report.quotes} quotes, {report.redirects} alias redirects) into {report.out} "
               f"in {report.seconds:.1f}s")
+        for note in report.notes:
+            print(note)
     return EXIT_OK
 
 

@@ -9,7 +9,20 @@ def _line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def part_markdown(entry, part, value, snippet: bool = True) -> str | None:
+def _evidence_markdown(kb, cite: dict) -> str:
+    """A cited quote in full, with its author, source and lines, and why it is cited."""
+    q = kb.quotes.get(cite["quote"])
+    if q is None:
+        return f"- `{cite['quote']}`: {_line(cite['supports'])}"
+    src = kb.sources.get(q.source)
+    where = f"lines {q.lines[0]}-{q.lines[1]}" if q.lines else f"`{q.object}` docstring" if q.object else ""
+    title = f", *{_line(src.title)}*" if src is not None and src.title else ""
+    text = "\n".join(f"> {line}" if line.strip() else ">" for line in str(q.text).strip().splitlines())
+    return (f"{text}\n\n— {_line(q.author or (src.author if src else ''))}{title} (source `{q.source}`"
+            f"{', ' + where if where else ''}; quote `{q.id}`). Why it is cited: {_line(cite['supports'])}")
+
+
+def part_markdown(entry, part, value, snippet: bool = True, kb=None) -> str | None:
     kind = part.kind
     if kind == "list":
         return "\n".join(f"- {_line(v)}" for v in value)
@@ -29,16 +42,19 @@ def part_markdown(entry, part, value, snippet: bool = True) -> str | None:
         return (f"Reproduces the bug, applies the fix, asserts both (`kb run {entry.id}`):\n"
                 f"```python\n{value.rstrip()}\n```")
     if kind == "evidence":
+        if kb is not None:
+            return "\n\n".join(_evidence_markdown(kb, c) for c in value)
         return "\n".join(f"- `{c['quote']}`: {_line(c['supports'])}" for c in value)
     if kind == "entries":
         return ", ".join(value)
     raise ValueError(f"no Markdown form for the part kind {kind!r}")
 
 
-def entry_markdown(entry, symptoms=None, snippet: bool = True, status: str | None = None) -> str:
+def entry_markdown(entry, symptoms=None, snippet: bool = True, status: str | None = None, kb=None) -> str:
     """One entry as plain Markdown: what an agent needs to act, in that order. `symptoms` replaces
     the entry's own list (e.g. only those that matched); `status` is one line on where the
-    snippet last passed, placed under the snippet."""
+    snippet last passed, placed under the snippet; with `kb`, the evidence is each quote in full
+    with its source and lines (the site's Markdown copies), else its id and why it is cited."""
     parts = [f"## {entry.id}: {entry.title}", f"area: {entry.area}"
              + (f"; aliases: {', '.join(entry.aliases)}" if entry.aliases else "")]
     for section in entry_sections(entry):
@@ -48,7 +64,7 @@ def entry_markdown(entry, symptoms=None, snippet: bool = True, status: str | Non
                 value = symptoms
                 if not value:
                     continue
-            body = part_markdown(entry, part, value, snippet)
+            body = part_markdown(entry, part, value, snippet, kb)
             if body:
                 bodies.append(body)
         if section.key == "snippet" and status and snippet:

@@ -60,6 +60,21 @@ SECTIONS = (
 )
 
 
+# The site's entry page, in the order a person mid-debug reads: its top (site_templates/entry.md.j2)
+# shows the title, the first sentence of the fix, the verified badge and the fix pair; then these.
+PAGE_ORDER = ("symptoms", "cause", "fix", "check", "caveats", "see_also", "evidence", "snippet")
+PAGE_TOP_PARTS = ("fix_pair",)  # drawn at the top of the page, so not again under their section
+
+
+def page_sections(entry) -> list:
+    """The entry's sections in PAGE_ORDER, without the parts the page's top already shows."""
+    by_key = {s.key: s for s in SECTIONS}
+    ordered = [by_key[k] for k in PAGE_ORDER] + [s for s in SECTIONS if s.key not in PAGE_ORDER]
+    trimmed = [Section(s.key, s.heading, tuple(p for p in s.parts if p.key not in PAGE_TOP_PARTS), s.empty)
+               for s in ordered]
+    return entry_sections(entry, trimmed)
+
+
 @dataclass(frozen=True)
 class Shown:
     """A section as one entry fills it: its parts that have a value, as (part, value); `empty`

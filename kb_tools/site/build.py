@@ -28,7 +28,7 @@ import json
 import os
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from kb_tools import PACKAGE_DIR
 from kb_tools.core.model import AREA_INFO, AREAS, TRIAGE_PATH
@@ -96,7 +96,7 @@ def inline(value, links=None) -> str:
         out.append(_linked(text[pos:m.start()], links))
         inner = m.group(2).strip()
         code = f"<code>{_entities(inner)}</code>"
-        out.append(_mention_link(code, links[inner]) if links and inner in links else code)
+        out.append(_mention_link(code, *links[inner]) if links and inner in links else code)
         pos = m.end()
     out.append(_linked(text[pos:], links))
     return _markup("".join(out))
@@ -127,9 +127,11 @@ def prose(value, links=None) -> str:
     return _markup("\n\n".join(blocks))
 
 
-def _mention_link(text: str, page: str) -> str:
-    """Escaped link text (inline markup) to an entry page, marked so that it can be styled."""
-    return f"[{text}]({page}){{ .kb-mention }}"
+def _mention_link(text: str, page: str, title: str = "") -> str:
+    """Escaped link text (inline markup) to an entry page, marked so that it can be styled, with
+    the entry's title as the link's title (what a reader sees before following a bare id)."""
+    named = f' title="{_entities(html.escape(title, quote=True))}"' if title else ""
+    return f"[{text}]({page}){{ .kb-mention{named} }}"
 
 
 def _linked(text: str, links) -> str:
@@ -140,22 +142,56 @@ def _linked(text: str, links) -> str:
     for word, _, _, start in prose_words(text):
         if word in links:
             out.append(_entities(text[pos:start]))
-            out.append(_mention_link(_entities(word), links[word]))
+            out.append(_mention_link(f"<code>{_entities(word)}</code>", *links[word]))
             pos = start + len(word)
     out.append(_entities(text[pos:]))
     return "".join(out)
 
 
 def entry_links(kb, entry, root) -> dict:
-    """Every name another entry goes by (id, aliases as written) -> the relative address of its
-    page, for linking mentions in `entry`'s prose; its own names are left out (no self-links).
-    Ids and aliases are URL-safe (KB017, KB024), so the address needs no escaping."""
+    """Every name another entry goes by (id, aliases as written) -> (the relative address of its
+    page, its plain title), for linking mentions in `entry`'s prose; its own names are left out
+    (no self-links). Ids and aliases are URL-safe (KB017, KB024), so the address needs no escaping."""
     links = {}
     for other in kb.entries.values():
         if other.id != entry.id:
             for name in (other.id, *other.aliases):
-                links[name] = f"{root}entries/{other.id}.md"
+                links[name] = (f"{root}entries/{other.id}.md", plain_title(other.title))
     return links
+
+
+def plain_title(value) -> str:
+    """A title as plain text: code marks dropped, whitespace collapsed."""
+    return " ".join(str(value).replace("`", "").split())
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`\[])")
+
+
+def first_sentence(text) -> str:
+    """The first sentence of a prose field (a period inside a code span does not end it): the
+    one line "what to do" an entry page opens with."""
+    text = " ".join(str(text or "").split())
+    spans = [m.span() for m in _CODE_SPAN.finditer(text)]
+    for m in _SENTENCE_END.finditer(text):
+        if not any(a < m.start() < b for a, b in spans):
+            return text[:m.start()]
+    return text
+
+
+PAIR_SIDE_BY_SIDE_CHARS = 44  # the longest line that fits half the content column at 1280 px unwrapped
+
+
+def pair_layout(pair) -> str:
+    """'' (before and after side by side) or 'stacked' when a line is too long for half a column."""
+    longest = max((len(line.rstrip()) for side in ("before", "after") for line in pair[side].splitlines()), default=0)
+    return "stacked" if longest > PAIR_SIDE_BY_SIDE_CHARS else ""
+
+
+def meta_description(entry) -> str:
+    """An entry page's own meta description: its title and first symptom, plain, at most 300 characters."""
+    text = f"{plain_title(entry.title)}. {plain_title(entry.symptoms[0]) if entry.symptoms else ''}".strip()
+    return text if len(text) <= 300 else text[:297].rsplit(" ", 1)[0] + "..."
 
 
 def blockquote(value) -> str:
@@ -203,9 +239,9 @@ def repo_url(source):
 
 
 def front_title(value) -> str:
-    """A page title for the front matter: mkdocs-material prints it unescaped into
-    <title> and the nav, so it is HTML-escaped here (and JSON is valid YAML)."""
-    text = html.escape(" ".join(str(value).replace("`", "").split()), quote=True)
+    """A page title (or description) for the front matter: mkdocs-material prints it unescaped
+    into <title>, the meta tags and the nav, so it is HTML-escaped here (and JSON is valid YAML)."""
+    text = html.escape(plain_title(value), quote=True)
     return _markup(json.dumps(text))
 
 
@@ -365,7 +401,7 @@ class _Context:
         """What the page says about the snippet's last recorded runs (kb_tools/snippets/verified.py)."""
         from kb_tools.snippets import verified
         runs = self.results["runs"] if self.results else None
-        return verified.status(entry.id, self.snippet_sha(entry), runs)
+        return verified.status(entry.id, self.snippet_sha(entry), runs, distributed=entry.launch == "torchrun")
 
     def snippet_sha(self, entry) -> str:
         """The sha256 of the snippet text as it runs, once per entry: runs and curves are both keyed by it."""
@@ -421,8 +457,11 @@ def _environment(templates: str):
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True)
     env.filters.update(prose=prose, blockquote=blockquote, fence=fence, path=path_part, attr=attr,
-                       http_url=http_url, front_title=front_title, repo_url=repo_url)
+                       http_url=http_url, front_title=front_title, repo_url=repo_url,
+                       first_sentence=first_sentence, meta_description=meta_description,
+                       pair_layout=pair_layout)
     env.filters["short_line"] = short_line
+    env.filters["symptom_lines"] = symptom_lines
     return env
 
 
@@ -435,7 +474,7 @@ def render_pages(kb, results=None, templates: str | None = None, deploy: dict | 
         raise SiteError(f"{templates}: no site templates here")
     import jinja2
 
-    from kb_tools.render.sections import entry_sections
+    from kb_tools.render.sections import page_sections
     from kb_tools.snippets.runner import launch_line
     env = _environment(templates)
     ctx = _Context(kb, results)
@@ -454,10 +493,17 @@ def render_pages(kb, results=None, templates: str | None = None, deploy: dict | 
     for area in AREAS:
         render("area.md.j2", f"areas/{area}/index.md", area=area)
     for e in kb.entries.values():
-        render("entry.md.j2", f"entries/{e.id}.md", e=e, sections=entry_sections(e), launch_line=launch_line(e),
+        render("entry.md.j2", f"entries/{e.id}.md", e=e, sections=page_sections(e), launch_line=launch_line(e),
                status=ctx.snippet_status(e),
                links=entry_links(kb, e, "../"), edit_url=edit_url(deploy, e.path), curves=ctx.loss_curves(e))
-    render("symptoms.md.j2", "symptoms.md")
+    render("symptoms.md.j2", "symptoms/index.md")
+    for key, heading, areas in ctx.symptom_groups:
+        split = symptom_lines(areas) > SYMPTOM_PAGE_LINES
+        render("symptom_group.md.j2", f"symptoms/{key}/index.md", key=key, heading=heading, sign_areas=areas, split=split)
+        if split:
+            for area, items in areas:
+                render("symptom_area.md.j2", f"symptoms/{key}/{area}.md", key=key, heading=heading,
+                       area=area, items=items)
     render("tags.md.j2", "tags.md")
     render("folklore.md.j2", "folklore.md")
     render("sources.md.j2", "sources/index.md")
@@ -523,6 +569,43 @@ def deploy_settings(site_url=None, repo_url=None, edit_uri=None) -> dict:
     return {"site_url": site_url, "repo_url": repo_url, "edit_uri": edit_uri + "/" if edit_uri else ""}
 
 
+def deploy_notes(deploy: dict) -> list:
+    """One line per thing a build leaves out for want of an address, naming what adds it."""
+    missing = []
+    if not deploy.get("site_url"):
+        missing.append("no sitemap and no canonical links (--site-url URL or KB_SITE_URL)")
+    if not deploy.get("repo_url"):
+        missing.append("no 'Edit this entry' links (--repo-url URL or KB_REPO_URL)")
+    return ["not set for deployment: " + "; ".join(missing)] if missing else []
+
+
+# Without a site URL mkdocs writes the 404 page with addresses from the domain root, so under a
+# sub-path it would load no style and no script. This finds the site's root at run time (the first
+# folder up the address that holds the names table) and makes every address relative to it.
+_ROOT_PROBE = ("<script>(function () {{ var parts = location.pathname.split('/').slice(0, -1);"
+               " for (var i = 1; i <= parts.length; i++) {{ var root = parts.slice(0, i).join('/') + '/';"
+               " var x = new XMLHttpRequest(); try {{ x.open('HEAD', root + '{probe}', false); x.send();"
+               " if (x.status === 200) {{ document.write('<base href=\"' + root + '\">'); return; }} }}"
+               " catch (e) {{}} }} }})();</script>")
+
+
+def _without_site_url(site_dir: str) -> None:
+    """A build with no site URL: no empty sitemap, and a 404 page that works under any path."""
+    for name in ("sitemap.xml", "sitemap.xml.gz"):
+        path = os.path.join(site_dir, name)
+        if os.path.exists(path):
+            os.remove(path)
+    page = os.path.join(site_dir, "404.html")
+    if not os.path.exists(page):
+        return
+    with open(page, encoding="utf-8") as fh:
+        text = fh.read()
+    text = re.sub(r'((?:href|src)=")/(?!/)', r"\1", text)
+    text = text.replace('"base": "/"', '"base": "."')
+    text = re.sub(r"<head>", lambda m: m.group(0) + _ROOT_PROBE.format(probe=NAMES_FILE), text, count=1)
+    write_atomic(page, text)
+
+
 def edit_url(deploy: dict, path: str):
     """The address that edits the file at `path` (relative to the repository root), or None."""
     from urllib.parse import quote
@@ -543,7 +626,8 @@ def nav(kb) -> list:
     return [
         {"Home": "index.md"},
         {"Entries": ["entries/index.md"] + areas},
-        {"Symptoms": "symptoms.md"},
+        {"Symptoms": ["symptoms/index.md"] + [{heading: f"symptoms/{key}/index.md"}
+                                             for key, heading, _ in symptom_index(by_area)]},
         {"Tags": "tags.md"},
         {"Folklore": "folklore.md"},
         {"Sources": ["sources/index.md"] + [f"sources/{s}.md" for s in sorted(kb.sources)]},
@@ -608,20 +692,33 @@ def short_line(text, limit: int = SHORT_LINE) -> str:
     return cut.rstrip(" ,;:.-(") + "…"
 
 
+# The order /symptoms/ shows the signs in: what people arrive with first (a flat loss, a NaN, accuracy
+# at chance, a validation gap), not the order SYMPTOM_SIGNS tries its rules in.
+ARRIVAL_ORDER = ("flat", "nan", "chance", "validation", "diverges", "error", "resources", "other")
+# A sign with more symptoms than this gets a page per area, so that every symptom page stays
+# small (tests/test_site.py holds each under 50 KB of HTML).
+SYMPTOM_PAGE_LINES = 48
+
+
 def symptom_index(by_area: dict) -> list:
-    """[(sign key, heading, [(area, [(symptom, entry, its 1-based number)])])] in SYMPTOM_SIGNS
-    order, areas in AREAS order; only signs and areas that have symptoms."""
+    """[(sign key, heading, [(area, [(symptom, entry, its 1-based number)])])] in ARRIVAL_ORDER,
+    areas in AREAS order; only signs and areas that have symptoms."""
     groups = {key: {a: [] for a in AREAS} for key, _ in _HEADINGS}
     for area in AREAS:
         for e in by_area[area]:
             for n, s in enumerate(e.symptoms, 1):
                 groups[symptom_sign(s)][area].append((s, e, n))
+    headings = dict(_HEADINGS)
     out = []
-    for key, heading in _HEADINGS:
+    for key in ARRIVAL_ORDER:
         areas = [(a, items) for a, items in groups[key].items() if items]
         if areas:
-            out.append((key, heading, areas))
+            out.append((key, headings[key], areas))
     return out
+
+
+def symptom_lines(areas) -> int:
+    return sum(len(items) for _, items in areas)
 
 
 def entry_order(kb, by_area: dict) -> list:
@@ -743,6 +840,7 @@ class BuildReport:
     quotes: int
     redirects: int
     warnings: list
+    notes: list = field(default_factory=list)  # what this build leaves out, and the option that adds it
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -827,7 +925,9 @@ def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
             raise _unwritable(exc) from None
         warnings = _mkdocs_build(config_file, new, out_dir)
         try:
-            write_agent_files(kb, new)
+            if not deploy["site_url"]:
+                _without_site_url(new)
+            write_agent_files(kb, new, load_results(results_path))
             pages = sum(1 for _, _, files in os.walk(new) for f in files if f.endswith(".html"))
             _swap_in(new, out_dir)
             new = None
@@ -842,7 +942,7 @@ def build_site(kb, out_dir: str | None = None, work_dir: str | None = None,
     return BuildReport(out=out_dir, seconds=round(time.perf_counter() - start, 2), pages=pages,
                        entries=len(kb.entries), sources=len(kb.sources), quotes=len(kb.quotes),
                        redirects=sum(1 for e in kb.entries.values() for _ in e.aliases),
-                       warnings=warnings)
+                       warnings=warnings, notes=deploy_notes(deploy))
 
 
 def _mkdocs_build(config_file: str, site_dir: str, out_dir: str) -> list:
@@ -939,14 +1039,18 @@ def _lock(work_dir: str):
     return fh
 
 
-def write_agent_files(kb, out_dir: str) -> None:
+def write_agent_files(kb, out_dir: str, results: dict | None = None) -> None:
     """llms.txt at the site root and a plain-Markdown copy of every entry under md/, for agents
-    (written after mkdocs, which would otherwise render the .md files as pages)."""
+    (written after mkdocs, which would otherwise render the .md files as pages); each copy carries
+    its evidence (quotes with source and lines) and where its snippet last passed."""
     from kb_tools.render.agents import llms_txt
     from kb_tools.render.markdown import entry_markdown
+    ctx = _Context(kb, results)
     os.makedirs(os.path.join(out_dir, "md"), exist_ok=True)
     for entry in kb.entries.values():
-        write_atomic(os.path.join(out_dir, "md", f"{entry.id}.md"), entry_markdown(entry))
+        status = ctx.snippet_status(entry)
+        line = f"Verified: {status['title']}" + (f" on {status['date']}" if status.get("date") else "") + "."
+        write_atomic(os.path.join(out_dir, "md", f"{entry.id}.md"), entry_markdown(entry, status=line, kb=kb))
     write_atomic(os.path.join(out_dir, "llms.txt"), llms_txt(kb))
 
 

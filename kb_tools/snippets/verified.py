@@ -145,8 +145,11 @@ def _devices_and_torch(devices: list, runs: dict) -> str:
     return "; ".join(f"{d} with torch {runs[d]['torch']}" for d in devices)
 
 
-def status(entry_id: str, current_sha: str, runs: dict | None) -> dict:
-    """What an entry page says about its snippet: kind (the admonition type), title, lines."""
+def status(entry_id: str, current_sha: str, runs: dict | None, distributed: bool = False) -> dict:
+    """What an entry page says about its snippet: kind (the admonition type), title, lines, and
+    `date` (YYYY-MM-DD of the latest run of this snippet text, for the badge; '' if none).
+    `distributed`: a torchrun snippet, whose CPU run used the gloo backend, so a title without a
+    GPU run says that NCCL was not run."""
     mine = (runs or {}).get(entry_id) or {}
     mine = dict(sorted(mine.items(), key=lambda dr: (dr[0] != "cpu", dr[0])))  # cpu first, then GPUs
     now = {d: r for d, r in mine.items() if r["snippet_sha256"] == current_sha}
@@ -159,10 +162,14 @@ def status(entry_id: str, current_sha: str, runs: dict | None) -> dict:
         if r["outcome"] != "passed" and last:
             changed = "" if last["snippet_sha256"] == current_sha else " (an earlier version of the snippet)"
             lines.append(f"{d}: last passed on {_when(last)}, torch {last['torch']}{changed}")
+    date = max((r["date"][:10] for r in now.values()), default="")
+    gloo = " (gloo on CPU; NCCL not run)" if distributed and all(d == "cpu" for d in now) else ""
     if failed:
-        return {"kind": "failure", "title": f"Failed on {_devices_and_torch(failed, now)}", "lines": lines}
+        return {"kind": "failure", "title": f"Failed on {_devices_and_torch(failed, now)}{gloo}", "lines": lines,
+                "date": date}
     if passed:
-        return {"kind": "success", "title": f"Passed on {_devices_and_torch(passed, now)}", "lines": lines}
+        return {"kind": "success", "title": f"Passed on {_devices_and_torch(passed, now)}{gloo}", "lines": lines,
+                "date": date}
     older = []
     for d, r in mine.items():
         last = r if r["outcome"] == "passed" else r.get("last_passed")
@@ -171,9 +178,10 @@ def status(entry_id: str, current_sha: str, runs: dict | None) -> dict:
                          "with an earlier version of the snippet")
     if older:
         return {"kind": "warning", "title": "Changed since it last passed", "lines": older
-                + ["The snippet text differs from the one that passed; no run has checked this version yet."]}
+                + ["The snippet text differs from the one that passed; no run has checked this version yet."],
+                "date": ""}
     return {"kind": "danger", "title": "Never passed",
-            "lines": ["No recorded run of this snippet has passed on any device."]}
+            "lines": ["No recorded run of this snippet has passed on any device."], "date": ""}
 
 
 # ---------------------------------------------------------------- curves
@@ -260,8 +268,9 @@ def load_curves(directory: str | None, entry_id: str) -> dict | None:
 
 # ---------------------------------------------------------------- the picture
 
-W, H = 560, 240
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 30, 40
+W, H = 560, 260
+# room for tick labels drawn up to 19 units tall (kb-site.js enlarges them on narrow screens)
+LEFT, RIGHT, TOP, BOTTOM = 84, 16, 36, 52
 
 
 def _ticks(lo: float, hi: float, log: bool) -> list:
@@ -329,7 +338,7 @@ def svg(curves: dict, entry_id: str) -> str:
         if lo - 1e-12 <= t <= hi + 1e-12:
             out.append(f'<text class="kb-tick" x="{LEFT - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{e(_fmt(t))}</text>')
     for s in sorted({0, smax // 2, smax}):
-        out.append(f'<text class="kb-tick" x="{x(s):.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{s}</text>')
+        out.append(f'<text class="kb-tick" x="{x(s):.1f}" y="{H - BOTTOM + 21}" text-anchor="middle">{s}</text>')
     out.append(f'<text class="kb-axis-label" x="{(LEFT + W - RIGHT) / 2:.0f}" y="{H - 6}" text-anchor="middle">step</text>')
     out.append(f'<text class="kb-axis-label" x="14" y="{(TOP + H - BOTTOM) / 2:.0f}" text-anchor="middle" '
                f'transform="rotate(-90 14 {(TOP + H - BOTTOM) / 2:.0f})">loss{" (log)" if log else ""}</text>')
@@ -352,10 +361,10 @@ def svg(curves: dict, entry_id: str) -> str:
             else:
                 out.append(f'<polyline class="kb-curve kb-{name}" fill="none" points="{" ".join(run)}"/>')
     for i, (name, text) in enumerate((("bug", "planted bug"), ("fix", "with the fix"))):
-        lx, ly = LEFT + 10 + i * 150, 12  # one row above the plot, clear of both curves
+        lx, ly = LEFT + i * 170, 14  # one row above the plot, clear of both curves
         out.append(f'<line class="kb-curve kb-{name}" x1="{lx}" y1="{ly}" x2="{lx + 22}" y2="{ly}"/>')
-        out.append(f'<text class="kb-legend" x="{lx + 28}" y="{ly + 4}">{text}</text>')
+        out.append(f'<text class="kb-legend" x="{lx + 28}" y="{ly + 5}">{text}</text>')
     if any(v is None for pts in series.values() for _, v in pts):
-        out.append(f'<text class="kb-legend" x="{LEFT + 310}" y="16">× loss NaN or inf</text>')
+        out.append(f'<text class="kb-legend" x="4" y="{H - 6}">× loss NaN or inf</text>')
     out.append("</svg>")
     return "".join(out)
