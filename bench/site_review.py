@@ -153,14 +153,37 @@ def review(base: str, site_dir: str) -> dict:
     return report
 
 
+def first_screen(base: str, site_dir: str) -> dict:
+    """{entry id: the bottom (px) of the lowest of its H1, what-to-do line, badge and fix pair}."""
+    ids = sorted(d for d in os.listdir(os.path.join(site_dir, "entries"))
+                 if os.path.isdir(os.path.join(site_dir, "entries", d)))
+    out = {}
+    with tempfile.TemporaryDirectory() as profile:
+        driver = browser(profile)
+        try:
+            set_viewport(driver, *VIEWPORTS["desktop"])
+            for eid in ids:
+                driver.get(f"{base}entries/{eid}/")
+                out[eid] = round(driver.execute_script(
+                    "return Math.max(...['article h1', '.kb-todo', '.kb-badge', '.kb-fix-pair'].map("
+                    "(s) => { const el = document.querySelector(s); return el ? el.getBoundingClientRect().bottom : 0; }))"))
+        finally:
+            driver.quit()
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--site", help="a built site folder (default: build the shipped KB)")
     parser.add_argument("--json", help="write the report as JSON here")
+    parser.add_argument("--every-entry", action="store_true",
+                        help="also load every entry page at 1280x900 and count those whose answer (H1, what to do, "
+                             "badge, fix pair) ends above the fold")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         site = args.site
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=site or os.path.join(tmp, "site")))
+        served = site or os.path.join(tmp, "site")
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Handler, directory=served))
         base = f"http://127.0.0.1:{server.server_address[1]}{SUB_PATH}"
         if not site:
             from kb_tools.core.load import load_kb
@@ -172,6 +195,8 @@ def main(argv=None) -> int:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
             report = review(base, site)
+            if args.every_entry:
+                report["first_screen"] = first_screen(base, site)
         finally:
             server.shutdown()
     for key, row in report["pages"].items():
@@ -181,6 +206,11 @@ def main(argv=None) -> int:
         print(f"{'':28} axe: {found}")
         row["axe"] = axe
     print("HTML bytes:", report["sizes"])
+    if "first_screen" in report:
+        rows = report["first_screen"]
+        late = {eid: bottom for eid, bottom in rows.items() if bottom > VIEWPORTS["desktop"][1]}
+        print(f"entry pages whose answer ends above the fold at 1280x900: {len(rows) - len(late)} of {len(rows)}; "
+              f"lowest {max(rows.values())} px" + (f"; below it: {late}" if late else ""))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=1)

@@ -469,19 +469,21 @@ def test_look_alike_link_in_check_opens_that_entry(driver, served):
                                          for a in el.find_elements(By.CSS_SELECTOR, "a.kb-mention")
                                          if (a.get_attribute("href") or "").endswith(f"/entries/{target}/")), False),
                  message=f"no link to {target} in the Check section of {source}")
+    e = kb.entries[target]
+    plain = " ".join(e.title.replace("`", "").split())
+    assert link.get_attribute("title") == plain  # the bare id says where it leads before it is followed
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
     link.click()
     _wait(driver, lambda d: d.current_url.endswith(f"/entries/{target}/"),
           message=f"the look-alike link on {source} did not open {target}")
-    e = kb.entries[target]
-    assert _h1(driver) == (f"{e.id} ({e.aliases[0]})" if e.aliases else e.id)
-    subtitle = driver.find_element(By.CSS_SELECTOR, "article p.kb-title").text
-    assert " ".join(subtitle.split()) == " ".join(e.title.replace("`", "").split())
+    assert _h1(driver) == plain  # the H1 is the plain title, the ids to type right under it
+    ids = driver.find_element(By.CSS_SELECTOR, "article p.kb-ids").text
+    assert ids.split()[:1 + len(e.aliases)] == [e.id, *e.aliases]
     assert target in driver.title or e.title.replace("`", "")[:20] in driver.title
     _no_injected_script(driver)
 
 
-def test_fix_pair_shows_before_after_above_the_snippet(driver, served):
+def test_fix_pair_opens_the_page_above_the_symptoms(driver, served):
     base, kb, _ = served
     paired = [e for e in kb.entries.values() if e.fix_pair]
     assert paired, "no entry has a fix_pair"
@@ -489,17 +491,18 @@ def test_fix_pair_shows_before_after_above_the_snippet(driver, served):
     driver.get(f"{base}entries/{e.id}/")
     shown = _wait(driver, lambda d: d.execute_script("""
         const top = el => el.getBoundingClientRect().top + window.scrollY;
-        const fix = document.getElementById('fix'), snippet = document.getElementById('snippet');
+        const badge = document.querySelector('.kb-badge'), symptoms = document.getElementById('symptoms');
         const before = document.querySelector('.kb-fix-pair .kb-before');
         const after = document.querySelector('.kb-fix-pair .kb-after');
-        if (!(fix && snippet && before && after)) return false;
-        return {fix: top(fix), before: top(before), after: top(after), snippet: top(snippet),
+        if (!(badge && symptoms && before && after)) return false;
+        return {badge: top(badge), before: top(before), after: top(after), symptoms: top(symptoms),
+                pairs: document.querySelectorAll('.kb-fix-pair').length,
                 before_label: before.querySelector('strong').textContent, after_label: after.querySelector('strong').textContent,
                 before_code: before.querySelector('code').innerText, after_code: after.querySelector('code').innerText,
-                first_fix_block: (() => { const n = fix.nextElementSibling; return n && n.className; })()};"""),
+                after_badge: (() => { const n = badge.nextElementSibling; return n && n.className; })()};"""),
         message=f"no Before/After pair on {e.id}")
-    assert shown["fix"] < shown["before"] < shown["after"] < shown["snippet"], shown
-    assert "kb-fix-pair" in shown["first_fix_block"]  # the pair opens the Fix section
+    assert shown["badge"] < shown["before"] <= shown["after"] < shown["symptoms"], shown
+    assert "kb-fix-pair" in shown["after_badge"] and shown["pairs"] == 1  # right under the badge, once
     assert (shown["before_label"], shown["after_label"]) == ("Before", "After")
     assert shown["before_code"].strip() == e.fix_pair["before"].strip()
     assert shown["after_code"].strip() == e.fix_pair["after"].strip()
@@ -773,41 +776,57 @@ def _in_view(driver, element_id: str):
 
 
 def test_symptom_index_is_grouped_by_sign_and_lands_on_the_symptom(driver, served):
-    """/symptoms/ has a heading per sign (in the fixed order), areas below it, one short line per
-    symptom; following a line opens the entry with that symptom in view."""
+    """/symptoms/ lists every sign on its first screen, in the order people arrive (a flat loss
+    first); each sign's page (or its pages per area) lists each symptom once, a short line under
+    its area; following a line opens the entry with that symptom in view."""
     from selenium.webdriver.common.by import By
 
-    from kb_tools.site.build import SHORT_LINE, SYMPTOM_SIGNS, symptom_sign
+    from kb_tools.site.build import ARRIVAL_ORDER, SHORT_LINE, symptom_sign
     base, kb, variant = served
     driver.get(f"{base}symptoms/")
-    groups = _wait(driver, lambda d: d.execute_script("""
-        const out = [];
-        for (const h of document.querySelectorAll('.md-content h2, .md-content h3, .md-content li')) {
-            if (h.tagName === 'H2') out.push({sign: h.id, areas: []});
-            else if (h.tagName === 'H3') out[out.length - 1].areas.push({id: h.id, items: []});
-            else { const a = h.querySelector('a'); const areas = out[out.length - 1].areas;
-                   areas[areas.length - 1].items.push([a.getAttribute('href'), a.textContent]); }
-        }
-        return out.length ? out : false;"""))
-    order = [f"sign-{key}" for key, _, _ in SYMPTOM_SIGNS] + ["sign-other"]
-    signs = [g["sign"] for g in groups]
-    assert signs == sorted(signs, key=order.index) and len(signs) >= 2
+    signs = _wait(driver, lambda d: d.execute_script("""
+        return Array.from(document.querySelectorAll('.md-content ul.kb-sign-list a'),
+                          (a) => [a.getAttribute('href'), a.getBoundingClientRect().bottom <= window.innerHeight]);"""))
+    keys = [href.strip("/") for href, _ in signs]
+    used = {symptom_sign(s) for e in kb.entries.values() for s in e.symptoms}
+    assert keys == [k for k in ARRIVAL_ORDER if k in used] and all(shown for _, shown in signs), signs
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    driver.save_screenshot(os.path.join(ARTIFACTS, f"site-{variant}-symptoms.png"))
     expected = {f"entries/{e.id}/#symptom-{n}": (symptom_sign(s), e.area)
                 for e in kb.entries.values() for n, s in enumerate(e.symptoms, 1)}
     seen = {}
-    for g in groups:
-        for area in g["areas"]:
-            for href, text in area["items"]:
-                path = driver.execute_script("return new URL(arguments[0], location.href).href", href) \
-                    .removeprefix(base)  # the site is served under a sub-path
-                seen[path] = (g["sign"], area["id"])
+    for key in keys:
+        driver.get(f"{base}symptoms/{key}/")
+        more = driver.execute_script("return Array.from(document.querySelectorAll('.md-content a.kb-more'), (a) => a.href)")
+        for url in more or [f"{base}symptoms/{key}/"]:
+            if more:
+                driver.get(url)
+            area = url.removeprefix(f"{base}symptoms/{key}/").strip("/") or None
+            items = driver.execute_script("""
+                const out = [];
+                for (const el of document.querySelectorAll('.md-content h2, .md-content li')) {
+                    if (el.tagName === 'H2') { out.push([el.id, null, null]); continue; }
+                    const a = el.querySelector('a');
+                    out.push([null, new URL(a.getAttribute('href'), location.href).href, a.textContent]);
+                }
+                return out;""")
+            current = area
+            for heading, href, text in items:
+                if heading is not None:
+                    current = heading.removeprefix(f"sign-{key}-")
+                    continue
+                path = href.removeprefix(base)  # the site is served under a sub-path
+                assert path not in seen, f"{path} listed twice"
+                seen[path] = (key, current)
                 assert len(text) <= SHORT_LINE, text
-    assert seen == {p: (f"sign-{s}", f"sign-{s}-{a}") for p, (s, a) in expected.items()}
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    driver.save_screenshot(os.path.join(ARTIFACTS, f"site-{variant}-symptoms.png"))
+    assert seen == expected
 
     # a symptom far down its entry: the link must land on it, not on the top of the page
     e, n = max(((e, len(e.symptoms)) for e in kb.entries.values()), key=lambda en: en[1])
+    key = symptom_sign(e.symptoms[n - 1])
+    driver.get(f"{base}symptoms/{key}/")
+    if driver.find_elements(By.CSS_SELECTOR, ".md-content a.kb-more"):
+        driver.get(f"{base}symptoms/{key}/{e.area}/")
     link = driver.find_element(By.CSS_SELECTOR, f".md-content a[href$='entries/{e.id}/#symptom-{n}']")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
     link.click()
@@ -838,8 +857,8 @@ def test_tags_page_shows_only_vocabulary_tags_with_their_meaning(driver, served)
 
 
 def test_entries_table_and_nav_follow_the_triage_path(driver, served):
-    """/entries/ is a table (id, alias, area, symptom), the first-hour checklist first; the nav's
-    triage section lists the same ids in the same order."""
+    """/entries/ is a table (id and aliases, title, area, first symptom), the first-hour checklist first,
+    that fits 1280 px and 390 px; the nav's triage section lists the same ids in the same order."""
     from selenium.webdriver.common.by import By
 
     from kb_tools.core.model import AREAS, TRIAGE_PATH
@@ -851,8 +870,10 @@ def test_entries_table_and_nav_follow_the_triage_path(driver, served):
     triage = [i for i in TRIAGE_PATH if i in kb.entries]
     rest = sorted((e.id for e in kb.entries.values() if e.id not in triage),
                   key=lambda i: (AREAS.index(kb.entries[i].area), i))
-    assert [r[0] for r in rows] == triage + rest
-    assert [r[1] for r in rows] == [(kb.entries[r[0]].aliases or [""])[0] for r in rows]
+    assert [r[0].split()[0] for r in rows] == triage + rest
+    assert [r[0].split()[1:] for r in rows] == [kb.entries[r[0].split()[0]].aliases for r in rows]
+    assert [" ".join(r[1].split()) for r in rows] == [" ".join(kb.entries[r[0].split()[0]].title.replace("`", "").split())
+                                                     for r in rows]
     os.makedirs(ARTIFACTS, exist_ok=True)
     driver.save_screenshot(os.path.join(ARTIFACTS, f"site-{variant}-entries.png"))
     nav = driver.execute_script("""
@@ -861,6 +882,22 @@ def test_entries_table_and_nav_follow_the_triage_path(driver, served):
     nav = [(href.removeprefix(base), text) for href, text in nav]  # the site is served under a sub-path
     nav_triage = [text for path, text in nav if path.startswith("entries/") and path.strip("/").split("/")[-1] in triage]
     assert nav_triage == triage
+    # the table fits the column at both widths: no sideways scroll, no cell cut off
+    for width, height in ((1280, 900), (390, 844)):
+        _viewport(driver, width, height)
+        try:
+            driver.get(f"{base}entries/")
+            fit = _wait(driver, lambda d: d.execute_script("""
+                const t = document.querySelector('.md-content table');
+                if (!t) return false;
+                const box = t.closest('article').getBoundingClientRect();
+                const cut = Array.from(t.querySelectorAll('td'), (c) => c.scrollWidth > c.clientWidth + 1).filter(Boolean).length;
+                return [t.getBoundingClientRect().right <= box.right + 1, cut,
+                        document.scrollingElement.scrollWidth <= window.innerWidth];"""))
+        finally:
+            driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        assert fit == [True, 0, True], (width, fit)
+    driver.get(f"{base}entries/")
     first = driver.find_element(By.CSS_SELECTOR, ".md-content table tbody tr a")
     first.click()
     _wait(driver, lambda d: d.current_url == f"{base}entries/{triage[0] if triage else rest[0]}/")
@@ -924,6 +961,136 @@ def test_shipped_entry_pages_show_when_and_where_the_snippet_passed(driver, serv
     r, g, b = colour
     assert g > r and g > b, f"a passing run is not shown in green: {colour}"
     _curve(driver)
+    # tick labels readable at both widths, axes named, the caption no larger than the data
+    for width, height in ((1280, 900), (390, 844)):
+        _viewport(driver, width, height)
+        try:
+            driver.get(base + f"entries/{eid}/")
+            _curve(driver)
+            ticks, names, caption = driver.execute_script(CURVE_TEXT_JS)
+        finally:
+            driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        assert ticks and min(ticks) >= 11, f"tick labels of {min(ticks):.1f} px at {width} px"
+        assert {"step"} <= set(names) and any(n.startswith("loss") for n in names), names
+        assert caption <= min(ticks) + 0.5, f"the caption ({caption} px) is larger than the tick labels at {width} px"
+
+
+# Rendered sizes in CSS px: a text of the curve is drawn in the SVG's units, scaled to the shown width.
+CURVE_TEXT_JS = """
+    const svg = document.querySelector('svg.kb-curves');
+    const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    const px = (t) => parseFloat(getComputedStyle(t).fontSize) * scale;
+    return [Array.from(svg.querySelectorAll('text.kb-tick'), px),
+            Array.from(svg.querySelectorAll('text.kb-axis-label'), (t) => t.textContent),
+            parseFloat(getComputedStyle(document.querySelector('.kb-curves-figure figcaption')).fontSize)];"""
+
+
+def _viewport(driver, width: int, height: int) -> None:
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+
+
+def _first_screen_candidates(kb, n: int = 4) -> list:
+    """The entries whose page top is tallest: the longest titles and the longest fix pairs."""
+    def height(e):
+        pair = max(len(e.fix_pair["before"].splitlines()), 1) + max(len(e.fix_pair["after"].splitlines()), 1) \
+            if e.fix_pair else 0
+        return len(e.title) / 60 + pair + len(str(e.fix)) / 600
+    return sorted(kb.entries.values(), key=lambda e: (-height(e), e.id))[:n]
+
+
+def test_entry_page_answer_is_on_the_first_screen(driver, served):
+    """At 1280x900 the title (H1), what to do, the verified badge and the whole before/after pair
+    are above the fold, on the entries whose top is tallest."""
+    base, kb, _ = served
+    _viewport(driver, 1280, 900)
+    try:
+        shown_pages = {}
+        for e in _first_screen_candidates(kb):
+            driver.get(f"{base}entries/{e.id}/")
+            _wait(driver, lambda d: d.find_element("css selector", "article h1"))
+            shown_pages[e.id] = driver.execute_script(FIRST_SCREEN_JS)
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    for eid, shown in shown_pages.items():
+        e = kb.entries[eid]
+        assert shown["height"] == 900
+        assert shown["h1"][1] == " ".join(re.sub(r"`+", "", e.title).split()), e.id
+        for name in ("todo", "badge") + (("pair",) if e.fix_pair else ()):
+            assert shown[name] is not None and shown[name] <= shown["height"], (e.id, name, shown)
+
+
+FIRST_SCREEN_JS = """
+            const out = {};
+            for (const [name, sel] of [['h1', 'article h1'], ['todo', '.kb-todo'], ['badge', '.kb-badge'],
+                                       ['pair', '.kb-fix-pair']]) {
+                const el = document.querySelector(sel);
+                out[name] = el ? el.getBoundingClientRect().bottom : null;
+            }
+            out.height = window.innerHeight;
+            out.h1 = [out.h1, document.querySelector('article h1').textContent.replace('¶', '').trim()];
+            return out;"""
+
+
+# ---------------------------------------------------------------- accessibility: axe-core
+
+AXE = os.path.join(REPO, "node_modules", "axe-core", "axe.min.js")
+
+
+def _axe(driver) -> list:
+    """axe-core's violations on the page as shown: [(rule, impact, the first three targets)]."""
+    with open(AXE, encoding="utf-8") as fh:
+        driver.execute_script(fh.read())
+    driver.set_script_timeout(60)
+    found = driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        axe.run(document, {resultTypes: ['violations']}).then(
+            (r) => done(r.violations.map((v) => [v.id, v.impact, v.nodes.slice(0, 3).map((n) => n.target.join(' '))])),
+            (e) => done([['axe-error', String(e), []]]));""")
+    return found
+
+
+def _axe_pages(kb) -> list:
+    """Home, an entry with a loss curve (else any), a distributed entry, a source page, the indexes
+    and the 404 page."""
+    from kb_tools.snippets import runner as snippets
+    from kb_tools.snippets import verified
+    curves = [eid for eid, e in sorted(kb.entries.items())
+              if (verified.load_curves(verified.default_dir(kb.root), eid) or {}).get("snippet_sha256")
+              == verified.snippet_sha256(snippets.script_text(e))]
+    distributed = sorted(e.id for e in kb.entries.values() if e.launch == "torchrun")
+    pages = ["", f"entries/{(curves or sorted(kb.entries))[0]}/"]
+    pages += [f"entries/{distributed[0]}/"] if distributed else []
+    pages += [f"sources/{sorted(kb.sources)[0]}/", "symptoms/", "entries/", "folklore/", "no-such-page/"]
+    return pages
+
+
+@pytest.mark.skipif(not os.path.exists(AXE) and not os.environ.get("KB_REQUIRE_BROWSER"),
+                    reason="axe-core is not installed (npm ci)")
+def test_axe_core_finds_no_violation(driver, served):
+    """axe-core 4.14 (package.json) on every kind of page at 1280x900 and 390x844, and with the search
+    results open: no violation of any rule, at any impact."""
+    assert os.path.exists(AXE), f"{AXE} is missing: run npm ci (CI installs it)"
+    base, kb, _ = served
+    failures = {}
+    for width, height in ((1280, 900), (390, 844)):
+        _viewport(driver, width, height)
+        try:
+            for path in _axe_pages(kb):
+                driver.get(base + path)
+                _wait(driver, lambda d: d.find_element("css selector", ".md-header"))
+                found = _axe(driver)
+                if found:
+                    failures[f"/{path} at {width} px"] = found
+            _open_search(driver, base)
+            _type(driver, "loss flat")
+            _wait(driver, lambda d: d.find_elements("css selector", f"{RESULTS} li a"))
+            found = _axe(driver)
+            if found:
+                failures[f"search results open at {width} px"] = found
+        finally:
+            driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert not failures, failures
 
 
 @pytest.fixture(scope="module")

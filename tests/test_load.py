@@ -11,6 +11,8 @@ from kb_tools.core.load import load_kb
 from kb_tools.core.model import CHECK_CODES as CODES
 from kbfactory import cite, entry, make_kb, write_entry, write_quotes, write_source, write_vocabulary
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def problems(kb_dir):
     kb = load_kb(str(kb_dir), use_cache=False)
@@ -376,6 +378,51 @@ def test_fix_pair_problems_name_the_field(tmp_path, pair, message):
     assert (problem.code, problem.path, problem.field) == ("KB004", "kb/entries/loss/paired.yaml", "fix_pair")
     assert message in problem.message, str(problem)
     assert kb.entries["paired"].fix_pair is None or "snippet" in message
+HARNESS = ("import torch\n"
+           "def train(opt_name, lr, warmup=0):\n"
+           "    model = torch.nn.Linear(2, 1)\n"
+           "    opt = torch.optim.SGD(model.parameters(), lr=lr)\n"
+           "    return model(torch.ones(1, 2)).sum().item()\n"
+           "def make_optimizer(params, lr):\n"
+           "    return torch.optim.SGD(params, lr=lr)\n"
+           "bad = train(\"sgd\", 0.5)\n"
+           "good = train(\"sgd\", 0.05, warmup=20)\n"
+           "items = [train(\"sgd\", lr) for lr in (0.5,)]\n"
+           "fixed = [train(\"sgd\", lr, warmup=5) for lr in (0.5,)]\n"
+           "opt = make_optimizer([torch.zeros(1, requires_grad=True)], lr=0.5)\n"
+           "opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.05)\n"
+           "assert bad == bad and good == good\n")
+
+
+@pytest.mark.parametrize("pair, refused", [
+    ({"before": "bad = train(\"sgd\", 0.5)", "after": "good = train(\"sgd\", 0.05, warmup=20)"}, "train"),
+    ({"before": "items = [train(\"sgd\", lr) for lr in (0.5,)]",
+      "after": "fixed = [train(\"sgd\", lr, warmup=5) for lr in (0.5,)]"}, "train"),
+    # the user's own line on one side: the pair shows code a user writes
+    ({"before": "opt = make_optimizer([torch.zeros(1, requires_grad=True)], lr=0.5)",
+      "after": "opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.05)"}, None),
+    # a helper called with a different expression, not a literal switch: the user's own function
+    ({"before": "model = torch.nn.Linear(2, 1)", "after": "opt = torch.optim.SGD(model.parameters(), lr=lr)"}, None),
+])
+def test_fix_pair_that_only_switches_the_snippets_harness_is_refused(tmp_path, pair, refused):
+    kb_dir = make_kb(tmp_path)
+    path = write_entry(tmp_path, entry("paired", snippet=HARNESS, fix_pair=pair))
+    kb = load_kb(str(kb_dir), use_cache=False)
+    found = [(p.code, p.path, p.field) for p in kb.problems]
+    if refused is None:
+        assert found == []
+        return
+    (problem,) = kb.problems
+    assert found == [("KB029", "kb/entries/loss/paired.yaml", "fix_pair")]
+    assert f"`{refused}()`" in problem.message and problem.line == \
+        path.read_text().splitlines().index("fix_pair:") + 1
+
+
+def test_no_shipped_fix_pair_is_a_harness_switch():
+    kb = load_kb(os.path.join(REPO, "kb"), use_cache=False)
+    assert [p for p in kb.problems if p.code == "KB029"] == []
+
+
 def test_tag_outside_the_vocabulary_names_file_line_and_nearest_tag(tmp_path):
     kb_dir = make_kb(tmp_path)
     write_vocabulary(tmp_path, {"demo": "A tag.", "fine-tuning": "Starting from pretrained weights."})

@@ -100,7 +100,7 @@ def test_an_evidence_note_shows_under_evidence_in_all_four_renderings(tmp_path, 
     from kb_tools.site.build import render_pages
     pages = render_pages(kb)
     page = pages["entries/beta-bug.md"]
-    evidence = page[page.index("## Evidence"):page.index("## Caveats")]
+    evidence = page[page.index("## Evidence"):page.index("## Snippet")]  # the page puts the snippet last
     assert '!!! warning "No primary source found"' in evidence and "quotezebra" in evidence
     assert empty not in evidence
     assert "No primary source found" not in pages["entries/alpha-bug.md"]

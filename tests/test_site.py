@@ -31,7 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 FIXTURE = os.path.join(HERE, "fixtures", "site")
 FIXTURE_KB = os.path.join(FIXTURE, "kb")
-SECTIONS = ["Symptoms", "Why it happens", "Fix", "How to check", "Snippet", "Evidence", "Caveats", "See also"]
+# The entry page's sections, in the order a person mid-debug reads (render/sections.py PAGE_ORDER).
+SECTIONS = ["Symptoms", "Why it happens", "Fix", "How to check", "Caveats", "See also", "Evidence", "Snippet"]
 GPU = "NVIDIA H100 80GB HBM3"
 
 
@@ -211,11 +212,16 @@ def test_entry_pages_have_every_section_in_order(fixture_site):
     for e in kb.entries.values():
         body = content(page(out, f"entries/{e.id}/"))
         assert [norm(h.text()).rstrip("¶").strip() for h in body.find_all("h2")] == SECTIONS, e.id
+        # the H1 is the plain title; the ids to type sit under it, then what to do and the badge
         h1 = body.find_all("h1")
-        assert len(h1) == 1 and norm(h1[0].text()).rstrip("¶").strip() == \
-            (f"{e.id} ({e.aliases[0]})" if e.aliases else e.id)
-        (title,) = body.find_all("p", class_="kb-title")
-        assert rendered(title.text()) == rendered(e.title)
+        assert len(h1) == 1 and norm(h1[0].text()).rstrip("¶").strip() == rendered(e.title)
+        (ids,) = body.find_all("p", class_="kb-ids")
+        assert [c.text() for c in ids.find_all("code")] == [e.id, *e.aliases]
+        assert ids.find_all("a")[-1].attrs["href"] == f"../../md/{e.id}/".rstrip("/") + ".md"
+        (todo,) = body.find_all("p", class_="kb-todo")
+        assert norm(todo.text()).startswith("What to do: " + rendered(site.first_sentence(e.fix)))
+        (badge,) = body.find_all("p", class_="kb-badge")
+        assert badge.find_all("a")[0].attrs["href"] == "#snippet"
         items = body.find_all("li", class_="kb-symptom")
         assert [rendered(h.text()) for h in items] == [rendered(s) for s in e.symptoms]
 
@@ -276,13 +282,28 @@ def test_alias_redirects_point_at_the_entry(fixture_site):
             assert os.path.exists(os.path.join(out, "entries", e.id, "index.html"))
 
 
+def symptom_pages(out) -> dict:
+    """Every page of the symptom index that lists symptoms in full: url -> its list items. A sign
+    with a page per area (a folder under symptoms/<sign>/) is listed by those pages; its own page
+    shows only samples."""
+    pages = {}
+    root = os.path.join(out, "symptoms")
+    for sign in sorted(os.listdir(root)):
+        if not os.path.isdir(os.path.join(root, sign)):
+            continue
+        areas = sorted(a for a in os.listdir(os.path.join(root, sign)) if os.path.isdir(os.path.join(root, sign, a)))
+        for url in ([f"symptoms/{sign}/{a}/" for a in areas] or [f"symptoms/{sign}/"]):
+            pages[url] = content(page(out, url)).find_all("li")
+    return pages
+
+
 def test_symptom_index_lists_every_symptom_with_its_entry(fixture_site):
     out, kb = fixture_site
-    items = content(page(out, "symptoms/")).find_all("li")
     listed = set()
-    for li in items:
-        link = li.find_all("a")[-1]
-        listed.add((rendered(li.text()).rsplit(" → ", 1)[0], urllib.parse.urljoin("/symptoms/", link.attrs["href"])))
+    for url, items in symptom_pages(out).items():
+        for li in items:
+            link = li.find_all("a")[-1]
+            listed.add((rendered(li.text()).rsplit(" → ", 1)[0], urllib.parse.urljoin(f"/{url}", link.attrs["href"])))
     expected = {(rendered(site.short_line(s)), f"/entries/{e.id}/") for e in kb.entries.values() for s in e.symptoms}
     assert listed == expected
 
@@ -427,15 +448,15 @@ def test_yaml_text_cannot_inject_markup_or_script(fixture_site):
         assert body.by_id("not-a-heading") is None
     title = kb.entries["double-softmax"].title
     assert "</title>" in title
-    for url in pages + [""]:
-        root = page(out, url)  # the nav of every page names the entry by its id, the title is in <title>
+    for url in ["entries/double-softmax/", "areas/loss/", "entries/"]:
+        root = page(out, url)  # the nav of the entry pages names the entry by its id, the title is in <title>
         nav_titles = [norm(a.text()) for a in root.find_all("a") if "/entries/double-softmax/" in
                       urllib.parse.urljoin(f"/{url}", a.attrs.get("href", ""))]
         assert "double-softmax" in nav_titles, url
     assert norm(page(out, "entries/double-softmax/").find_all("title")[0].text()).startswith(rendered(title))
     entry_text = norm(content(page(out, "entries/double-softmax/")).text())
     assert rendered(symptom) in entry_text and rendered(quote.text) in entry_text
-    assert rendered(site.short_line(symptom)) in norm(content(page(out, "symptoms/")).text())
+    assert rendered(site.short_line(symptom)) in norm(content(page(out, f"symptoms/{site.symptom_sign(symptom)}/")).text())
     assert rendered(quote.text) in norm(content(page(out, "folklore/")).text())
     # the search index carries it as data, verbatim; the search box shows it as text (test_browser.py)
     index = json.load(open(os.path.join(out, "search", "kb-index.json"), encoding="utf-8"))
@@ -461,7 +482,7 @@ def test_search_index_holds_every_entry_and_symptom(fixture_site):
 
 def test_navigation_shows_the_areas(fixture_site):
     out, kb = fixture_site
-    nav = next(n for n in page(out, "").iter() if attr_has(n, "class", "md-nav--primary"))
+    nav = next(n for n in page(out, "entries/").iter() if attr_has(n, "class", "md-nav--primary"))
     labels = {norm(n.text()) for n in nav.iter() if n.tag in ("label", "a", "span")}
     for area in ("Triage", "Optimizer", "Loss functions", "Distributed"):
         assert area in labels
@@ -616,8 +637,11 @@ def test_shipped_kb_builds_strict_and_every_item_is_on_the_site(shipped_site):
         with open(os.path.join(os.path.dirname(kb.root), s.path), encoding="utf-8") as fh:
             n = len(fh.read().splitlines())
         assert len(page(out, f"sources/{sid}/").find_all("div", class_="kb-line")) == n
-    symptoms = content(page(out, "symptoms/")).find_all("li")
+    symptoms = [li for items in symptom_pages(out).values() for li in items]
     assert len(symptoms) == sum(len(e.symptoms) for e in kb.entries.values())
+    sizes = {os.path.relpath(os.path.join(d, f), out): os.path.getsize(os.path.join(d, f))
+             for d, _, files in os.walk(os.path.join(out, "symptoms")) for f in files if f.endswith(".html")}
+    assert max(sizes.values()) < 50_000, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]  # each fits a phone's first load
     for e in kb.entries.values():
         for alias in e.aliases:
             assert os.path.exists(os.path.join(out, alias, "index.html")), alias
@@ -648,17 +672,20 @@ class _Names:
     def __init__(self, **aliases):
         class E:
             def __init__(self, eid, names):
-                self.id, self.aliases = eid, names
+                self.id, self.aliases, self.title = eid, names, f"The `{eid}` entry"
         self.entries = {eid: E(eid, names) for eid, names in aliases.items()}
 
 
 def test_mentions_become_links_to_other_entries_only():
     kb = _Names(**{"lr-too-low": ["O7"], "double-softmax": ["O12"]})
     links = site.entry_links(kb, kb.entries["double-softmax"], "../")
-    assert links == {"lr-too-low": "../entries/lr-too-low.md", "O7": "../entries/lr-too-low.md"}
+    target = ("../entries/lr-too-low.md", "The lr-too-low entry")
+    assert links == {"lr-too-low": target, "O7": target}
     text = str(site.prose("Differs from lr-too-low and `O7`; double-softmax and O12 are this one.", links))
-    assert text == ("Differs from [lr&#45;too&#45;low](../entries/lr-too-low.md){ .kb-mention } and "
-                    "[<code>O7</code>](../entries/lr-too-low.md){ .kb-mention }; double&#45;softmax and O12 are "
+    # one style for every mention (code), the target's title as the link's title
+    named = 'title="The lr&#45;too&#45;low entry"'
+    assert text == (f"Differs from [<code>lr&#45;too&#45;low</code>](../entries/lr-too-low.md){{ .kb-mention {named} }} and "
+                    f"[<code>O7</code>](../entries/lr-too-low.md){{ .kb-mention {named} }}; double&#45;softmax and O12 are "
                     "this one&#46;")
     # not whole words, code that is more than the id, other cases of an alias: plain text
     for plain in ("lr-too-lower", "the lr-too-low.yaml file", "/entries/lr-too-low/", "`lr-too-low(x)`", "o7"):
@@ -669,7 +696,8 @@ def test_mention_links_keep_the_escaping_guarantee():
     kb = _Names(**{"lr-too-low": [], "here": []})
     links = site.entry_links(kb, kb.entries["here"], "../")
     text = str(site.inline("<b>lr-too-low</b>](javascript:x) [lr-too-low](x) *lr-too-low*", links))
-    outside = re.sub(r"\[lr&#45;too&#45;low\]\(\.\./entries/lr-too-low\.md\)\{ \.kb-mention \}", "", text)
+    outside = re.sub(r"\[<code>lr&#45;too&#45;low</code>\]\(\.\./entries/lr-too-low\.md\)"
+                     r"\{ \.kb-mention title=\"The lr&#45;too&#45;low entry\" \}", "", text)
     assert text.count("kb-mention") == 3
     assert not re.search(r"[<>\[\]()*`_{}]", outside), outside  # every other control character is an entity
 
@@ -679,6 +707,8 @@ def test_fixture_entry_links_its_look_alike_and_shows_the_fix_pair(fixture_site)
     body = content(page(out, "entries/overfit-one-batch/"))
     (link,) = body.find_all("a", class_="kb-mention")
     assert link.attrs["href"] == "../lr-too-low/" and norm(link.text()) == "lr-too-low"
+    assert link.attrs["title"] == rendered(kb.entries["lr-too-low"].title)  # a bare id says where it leads
+    assert link.find_all("code")  # every mention in one style
     body = content(page(out, "entries/double-softmax/"))
     pair = body.find_all("div", class_="kb-fix-pair")
     assert len(pair) == 1
@@ -713,11 +743,11 @@ def test_shipped_entries_open_fix_with_their_pair(shipped_site):
     assert len(paired) >= 90  # the goal is every entry; a few have no two-sided change in their snippet
     for e in kb.entries.values():
         html = open(os.path.join(report.out, "entries", e.id, "index.html"), encoding="utf-8").read()
-        fix = html.index('id="fix"')
-        after_fix = html[fix:html.index("<h2", fix + 1)]
-        assert ('class="kb-fix-pair"' in after_fix) == bool(e.fix_pair), e.id
+        top = html[html.index("<h1"):html.index('id="symptoms"')]  # the page's first screen, before Symptoms
+        assert ('class="kb-fix-pair' in top) == bool(e.fix_pair), e.id
+        assert html.count('class="kb-fix-pair') == bool(e.fix_pair), e.id  # shown once, not again under Fix
         if e.fix_pair:
-            assert re.match(r'id="fix"[^>]*>.*?</h2>\s*<div class="kb-fix-pair"', after_fix, re.S), e.id
+            assert re.search(r'class="kb-badge[^"]*".*?</p>\s*<div class="kb-fix-pair', top, re.S), e.id
 # ---------------------------------------------------------------- deployment: site_url, sitemap, canonical, 404, edit links
 
 SITE_URL, REPO_URL = "https://example.org/debug/kb/", "https://example.org/team/pytorch-kb"
@@ -831,19 +861,31 @@ def test_short_line_cuts_long_symptoms_at_a_word():
 
 
 def test_symptom_index_groups_by_sign_then_area_and_links_each_symptom(fixture_site):
+    """/symptoms/ leads with the signs people arrive with (ARRIVAL_ORDER: a flat loss first), each
+    opening its own page; there each area is a heading and each symptom a link to its entry."""
     out, kb = fixture_site
     body = content(page(out, "symptoms/"))
     headings = {h.attrs["id"]: norm(h.text()).rstrip("¶").strip() for h in body.find_all("h2")}
-    signs = [key for key, _, _ in site.SYMPTOM_SIGNS] + ["other"]
     used = {site.symptom_sign(s) for e in kb.entries.values() for s in e.symptoms}
-    assert [k[len("sign-"):] for k in headings] == [k for k in signs if k in used]  # fixed order, none empty
+    assert [k[len("sign-"):] for k in headings] == [k for k in site.ARRIVAL_ORDER if k in used]  # fixed order, none empty
+    assert site.ARRIVAL_ORDER[:4] == ("flat", "nan", "chance", "validation")
+    for key in used:  # each heading opens its sign's page
+        link = body.by_id(f"sign-{key}").find_all("a")[0]
+        assert urllib.parse.urljoin("/symptoms/", link.attrs["href"]) == f"/symptoms/{key}/"
     for e in kb.entries.values():
         for n, s in enumerate(e.symptoms, 1):
-            h3 = body.by_id(f"sign-{site.symptom_sign(s)}-{e.area}")
-            assert h3 is not None and h3.tag == "h3", (e.id, n)
-            section = h3.parent.children[h3.parent.children.index(h3):]
-            ul = next(c for c in section if isinstance(c, Node) and c.tag == "ul")
-            links = {urllib.parse.urljoin("/symptoms/", a.attrs["href"]): norm(a.text()) for a in ul.find_all("a")}
+            sign = site.symptom_sign(s)
+            split = os.path.isdir(os.path.join(out, "symptoms", sign, e.area))
+            url = f"symptoms/{sign}/{e.area}/" if split else f"symptoms/{sign}/"
+            group = content(page(out, url))
+            if split:
+                ul = group.find_all("ul")[0]
+            else:
+                h2 = group.by_id(f"sign-{sign}-{e.area}")
+                assert h2 is not None and h2.tag == "h2", (e.id, n)
+                section = h2.parent.children[h2.parent.children.index(h2):]
+                ul = next(c for c in section if isinstance(c, Node) and c.tag == "ul")
+            links = {urllib.parse.urljoin(f"/{url}", a.attrs["href"]): norm(a.text()) for a in ul.find_all("a")}
             assert links[f"/entries/{e.id}/#symptom-{n}"] == rendered(site.short_line(s))
             assert page(out, f"entries/{e.id}/").by_id(f"symptom-{n}") is not None
 
@@ -859,7 +901,7 @@ def test_entries_table_follows_the_triage_path_then_the_areas(fixture_site):
     assert ids == [f"/entries/{i}/" for i in triage + [e.id for e in rest]]
     for row, e in zip(rows, [kb.entries[i] for i in triage] + rest):
         cells = [norm(c.text()) for c in row.find_all("td")]
-        assert cells == [e.id, e.aliases[0] if e.aliases else "", site.AREA_INFO[e.area][0],
+        assert cells == [" ".join([e.id, *e.aliases]), rendered(e.title), site.AREA_INFO[e.area][0],
                          rendered(site.short_line(e.symptoms[0]))]
 
 

@@ -118,7 +118,7 @@ def test_an_interrupted_build_leaves_the_previous_site_whole(tmp_path, capsys, m
     before = {name: (out / name).read_bytes() for name in site_files(out) if (out / name).is_file()}
     assert "llms.txt" in before and "md/alpha-bug.md" in before and "index.html" in before
 
-    def interrupted(kb, out_dir):
+    def interrupted(kb, out_dir, results=None):
         raise KeyboardInterrupt  # after mkdocs has written its pages: the last step of a build
 
     monkeypatch.setattr(site, "write_agent_files", interrupted)

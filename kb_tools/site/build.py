@@ -130,7 +130,7 @@ def prose(value, links=None) -> str:
 def _mention_link(text: str, page: str, title: str = "") -> str:
     """Escaped link text (inline markup) to an entry page, marked so that it can be styled, with
     the entry's title as the link's title (what a reader sees before following a bare id)."""
-    named = f' title="{_entities(html.escape(title, quote=True))}"' if title else ""
+    named = f' title="{_entities(title)}"' if title else ""
     return f"[{text}]({page}){{ .kb-mention{named} }}"
 
 
