@@ -702,6 +702,42 @@ def test_404_page_under_the_sub_path_suggests_the_entry(driver, served):
         "return document.querySelector('h1') && document.querySelector('h1').textContent !== 'Page not found'"))
 
 
+@pytest.fixture(scope="module")
+def served_without_site_url(tmp_path_factory):
+    """The fixture KB built as `kb build` does by default (no --site-url), served under SUB_PATH."""
+    kb = load_kb(FIXTURE_KB, use_cache=False)
+    tmp = tmp_path_factory.mktemp("site-default")
+    site = tmp / "site"
+    build_site(kb, out_dir=str(site), work_dir=str(tmp / "src"), results_path=str(tmp / "none.json"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_SubPath, directory=str(site)))
+    server.misses = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{SUB_PATH}", kb, server.misses
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_404_page_of_a_build_without_site_url_works_under_a_sub_path(driver, served_without_site_url):
+    """Built without a site URL, the 404 page still finds the site's root under a sub-path: styled,
+    with its did-you-mean pointing into the sub-path."""
+    from selenium.webdriver.common.by import By
+    base, kb, misses = served_without_site_url
+    entry = next(e for e in sorted(kb.entries.values(), key=lambda e: e.id) if len(e.id) > 8)
+    typo = entry.id[:3] + entry.id[4:]
+    driver.get(f"{base}entries/{typo}/")
+    _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
+    assert driver.execute_script(
+        "return getComputedStyle(document.querySelector('.md-header')).position") in ("sticky", "fixed")
+    suggestion = _wait(driver, lambda d: d.execute_script(
+        "const b = document.getElementById('kb-did-you-mean'); return b && !b.hidden && b.querySelector('a').href"),
+        message="no did-you-mean on the 404 page of a default build")
+    assert suggestion == f"{base}entries/{entry.id}/"
+    # what was not found: the page itself, and the root probe's first guess (the domain root)
+    assert set(misses) <= {f"{SUB_PATH}entries/{typo}/", "/javascripts/kb-names.json"}, misses
+
+
 def test_pages_under_the_sub_path_load_every_asset(driver, served):
     """An entry and a source page served under /kb/: nothing they or the search box fetch is missing,
     and every page names its canonical address and (entries) the YAML file to edit."""

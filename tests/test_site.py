@@ -824,6 +824,51 @@ def test_404_page_loads_from_the_sub_path_and_has_the_name_table(deployed_site):
     assert set(table["titles"]) == set(kb.entries)
 
 
+def test_a_build_without_addresses_says_what_it_leaves_out(fixture_site, capsys):
+    """No site URL: no sitemap at all (not an empty one), and one line naming the options; the 404
+    page loads its assets relative to the root it finds at run time (tests/test_browser.py serves it
+    under a sub-path)."""
+    out, _ = fixture_site
+    assert not os.path.exists(os.path.join(out, "sitemap.xml")) and not os.path.exists(os.path.join(out, "sitemap.xml.gz"))
+    notes = site.deploy_notes(site.deploy_settings(None, None))
+    assert len(notes) == 1 and "--site-url" in notes[0] and "--repo-url" in notes[0] and "sitemap" in notes[0]
+    assert site.deploy_notes(site.deploy_settings(SITE_URL, REPO_URL)) == []
+    assert "--site-url" not in site.deploy_notes(site.deploy_settings(SITE_URL, None))[0]
+    root = page(out, "404.html")
+    assets = [n.attrs["href"] for n in root.find_all("link", rel="stylesheet")] + \
+        [n.attrs["src"] for n in root.find_all("script") if n.attrs.get("src")]
+    assert assets and not [a for a in assets if a.startswith("/")], assets
+    probe = root.find_all("script")[0].text()
+    assert "document.write('<base href" in probe and site.NAMES_FILE in probe
+
+
+def test_each_entry_page_has_its_own_meta_description(fixture_site):
+    out, kb = fixture_site
+    seen = set()
+    for e in kb.entries.values():
+        (meta,) = [m for m in page(out, f"entries/{e.id}/").find_all("meta") if m.attrs.get("name") == "description"]
+        text = meta.attrs["content"]
+        assert text.startswith(rendered(e.title)) and rendered(e.symptoms[0])[:40] in text, e.id
+        seen.add(text)
+    assert len(seen) == len(kb.entries)
+
+
+def test_markdown_copy_carries_the_evidence_and_the_verification(fixture_site):
+    out, kb = fixture_site
+    for e in kb.entries.values():
+        with open(os.path.join(out, "md", f"{e.id}.md"), encoding="utf-8") as fh:
+            md = fh.read()
+        assert re.search(r"^Verified: (Passed|Failed|Changed|Never)", md, re.M), e.id
+        for qid in e.quote_ids:
+            q = kb.quotes[qid]
+            assert f"quote `{qid}`" in md and f"source `{q.source}`" in md
+            assert " ".join(q.text.split())[:60] in " ".join(md.replace("> ", " ").split())
+            if q.lines:
+                assert f"lines {q.lines[0]}-{q.lines[1]}" in md
+    passed = open(os.path.join(out, "md", "overfit-one-batch.md"), encoding="utf-8").read()
+    assert f"Verified: Passed on cpu, {GPU} with torch 2.13.0+cpu on 2026-11-20." in passed
+
+
 @pytest.mark.parametrize("option, value", [("--site-url", "example.org/kb"), ("--repo-url", "ftp://x/y"),
                                            ("--edit-uri", "../../etc")])
 def test_bad_deployment_option_fails_in_one_line(tmp_path, capsys, option, value):

@@ -91,6 +91,16 @@ def test_the_title_names_each_devices_torch_when_they_differ():
     assert mixed == f"Passed on cpu with torch {run()['torch']}; {GPU} with torch 2.11.0+cu130"
 
 
+def test_a_distributed_snippet_run_only_on_cpu_says_nccl_was_not_run():
+    """A torchrun snippet's CPU run used gloo: its badge must not read as a NCCL proof."""
+    cpu_only = verified.status("a", SHA, {"a": {"cpu": run(day="2026-11-21")}}, distributed=True)
+    assert cpu_only["title"] == f"Passed on cpu with torch {run()['torch']} (gloo on CPU; NCCL not run)"
+    assert cpu_only["date"] == "2026-11-21"
+    with_gpu = verified.status("a", SHA, {"a": {"cpu": run(), GPU: run()}}, distributed=True)
+    assert "NCCL not run" not in with_gpu["title"]
+    assert "NCCL" not in verified.status("a", SHA, {"a": {"cpu": run()}})["title"]  # a single-process snippet
+
+
 @pytest.mark.parametrize("mutate, field", [
     (lambda d: d["entries"]["a"]["cpu"].update(outcome="skipped"), "entries.a.cpu.outcome"),
     (lambda d: d["entries"]["a"]["cpu"].update(snippet_sha256="xyz"), "entries.a.cpu.snippet_sha256"),
