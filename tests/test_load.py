@@ -387,6 +387,7 @@ HARNESS = ("import torch\n"
            "    return torch.optim.SGD(params, lr=lr)\n"
            "bad = train(\"sgd\", 0.5)\n"
            "good = train(\"sgd\", 0.05, warmup=20)\n"
+           "good = train(\"sgd\", make_optimizer([], lr=0.05))\n"
            "items = [train(\"sgd\", lr) for lr in (0.5,)]\n"
            "fixed = [train(\"sgd\", lr, warmup=5) for lr in (0.5,)]\n"
            "opt = make_optimizer([torch.zeros(1, requires_grad=True)], lr=0.5)\n"
@@ -401,7 +402,9 @@ HARNESS = ("import torch\n"
     # the user's own line on one side: the pair shows code a user writes
     ({"before": "opt = make_optimizer([torch.zeros(1, requires_grad=True)], lr=0.5)",
       "after": "opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.05)"}, None),
-    # a helper called with a different expression, not a literal switch: the user's own function
+    # the switch given as an expression is a switch too
+    ({"before": "bad = train(\"sgd\", 0.5)", "after": "good = train(\"sgd\", make_optimizer([], lr=0.05))"}, "train"),
+    # real lines on both sides
     ({"before": "model = torch.nn.Linear(2, 1)", "after": "opt = torch.optim.SGD(model.parameters(), lr=lr)"}, None),
 ])
 def test_fix_pair_that_only_switches_the_snippets_harness_is_refused(tmp_path, pair, refused):

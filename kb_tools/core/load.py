@@ -322,22 +322,6 @@ def missing_fix_pair_side(pair: dict, snippet: str) -> str | None:
     return None
 
 
-def _knob(node) -> bool:
-    """A value that only selects a variant: a literal, a name, or an expression of those."""
-    import ast
-    if isinstance(node, (ast.Constant, ast.Name, ast.Attribute)):
-        return True
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return all(map(_knob, node.elts))
-    if isinstance(node, ast.UnaryOp):
-        return _knob(node.operand)
-    if isinstance(node, ast.BinOp):
-        return _knob(node.left) and _knob(node.right)
-    if isinstance(node, ast.Starred):
-        return _knob(node.value)
-    return False
-
-
 def _helper_call(stmt, helpers: set):
     """The call of `stmt` (`x = f(...)`, `f(...)`) when `f` is a function the snippet defines."""
     import ast
@@ -350,31 +334,11 @@ def _helper_call(stmt, helpers: set):
     return None
 
 
-def _differs_by_knobs(a, b) -> bool:
-    """Two calls of one function whose arguments differ only in literals and names."""
-    import ast
-    if a.func.id != b.func.id:
-        return False
-    for x, y in zip(a.args, b.args):
-        if ast.dump(x) != ast.dump(y) and not (_knob(x) and _knob(y)):
-            return False
-    longer = a.args if len(a.args) > len(b.args) else b.args
-    if not all(_knob(x) for x in longer[min(len(a.args), len(b.args)):]):
-        return False
-    ka, kb_ = {k.arg: k.value for k in a.keywords}, {k.arg: k.value for k in b.keywords}
-    for name in set(ka) | set(kb_):
-        x, y = ka.get(name), kb_.get(name)
-        if x is not None and y is not None and ast.dump(x) == ast.dump(y):
-            continue
-        if not all(_knob(v) for v in (x, y) if v is not None):
-            return False
-    return True
-
-
 def harness_toggle(pair: dict, snippet: str) -> str | None:
-    """The snippet's own function when both sides of `pair` only call it with other literals or
-    names (`train("sgd", 0.5)` -> `train("sgd", 0.05)`): a switch of the test harness, not the code
-    a user writes. None when the pair shows real code (or does not parse)."""
+    """The snippet's own function when both sides of `pair` do nothing but call the snippet's own
+    functions, one of them on both sides (`train("sgd", 0.5)` -> `train("sgd", 0.05)`,
+    `run(raw)` -> `run(normalize(raw))`): a switch of the test harness, not the code a user writes.
+    None when a side shows real code (or does not parse)."""
     import ast
     import textwrap
     try:
@@ -386,11 +350,8 @@ def harness_toggle(pair: dict, snippet: str) -> str | None:
     calls = [[_helper_call(stmt, helpers) for stmt in side] for side in sides]
     if not all(side and all(side) for side in calls):
         return None
-    for a in calls[0]:
-        for b in calls[1]:
-            if _differs_by_knobs(a, b):
-                return a.func.id
-    return None
+    shared = {c.func.id for c in calls[0]} & {c.func.id for c in calls[1]}
+    return min(shared) if shared else None
 
 
 def _read_yaml(path, col, yaml, loader):
@@ -711,7 +672,7 @@ def _parse_entries(root, quotes, col, yaml, loader) -> dict:
             helper = None if side else harness_toggle(pair, snippet)
             if helper:
                 col.add(rel, lines["fix_pair"], "KB029", "fix_pair",
-                        f"both sides call the snippet's own `{helper}()` with other arguments; show the "
+                        f"both sides only call the snippet's own `{helper}()`; show the "
                         f"lines a user writes (the optimizer, the loss, the loop), as the snippet runs them")
     _check_references(entries, quotes, col)
     return entries

@@ -56,7 +56,7 @@ CHECK_CODES = {
     "KB026": ("unknown-tag", "A tag is not in the KB's vocabulary `kb/tags.yaml` (the nearest tag is suggested), or the vocabulary is missing or malformed: it maps each kebab-case tag to a one-line meaning."),
     "KB027": ("hidden-character", "An entry's title or a symptom holds a character that shows as nothing or reorders the text around it: zero-width (U+200B to U+200D, U+2060, U+FEFF) or a bidirectional control (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069). Ids, aliases and tags allow only plain characters already (KB017, KB024, KB026)."),
     "KB028": ("evidence-note-with-evidence", "An entry has an `evidence_note` (why no quote backs it, and where was searched) but also cites quotes in `evidence`: the note is only for an entry with none."),
-    "KB029": ("fix-pair-harness", "Both sides of `fix_pair` call a function the snippet defines and differ only in its arguments (`train(\"sgd\", 0.5)` -> `train(\"sgd\", 0.05)`): a switch of the snippet's harness, where the reader needs the lines they write in their own code."),
+    "KB029": ("fix-pair-harness", "Both sides of `fix_pair` do nothing but call functions the snippet defines, one of them on both sides (`train(\"sgd\", 0.5)` -> `train(\"sgd\", 0.05)`, `run(raw)` -> `run(normalize(raw))`): a switch of the snippet's harness, where the reader needs the lines they write in their own code."),
 }
 # `kb verify`'s defect kinds, most basic first: a quote gets only the first that applies.
 VERIFY_CODES = {
