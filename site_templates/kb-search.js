@@ -620,7 +620,12 @@
         }
         const title = doc.createElement("span");
         title.className = "kb-search__title";
-        title.textContent = h.title;
+        // a title's `code` spans as <code>, as on the entry page, never as raw backticks
+        h.title.split(/`+([^`]+)`+/).forEach((part, i) => {
+          if (!part) return;
+          if (i % 2) { const c = doc.createElement("code"); c.textContent = part; title.append(c); }
+          else title.append(part);
+        });
         const matched = doc.createElement("span");
         matched.className = "kb-search__matched";
         matched.textContent = h.matched ? `matched: ${h.matched}` : "";

@@ -406,6 +406,12 @@ def test_search_shows_yaml_text_as_text(driver, served):
     want = search_rank.rank(index, query, 10)
     assert shown[0][0] == want[0].id == "double-softmax"
     assert shown[0][1] == f"matched: {want[0].matched}" and "<script>" in shown[0][1]
+    # the title's code spans render as code, never as raw backticks (the fixture's title has one)
+    title = kb.entries["double-softmax"].title
+    assert "`" in title
+    first = driver.execute_script(f"return document.querySelector('{RESULTS} li a .kb-search__title')")
+    assert "`" not in first.text and first.find_elements("css selector", "code")
+    assert " ".join(first.text.split()) == " ".join(title.replace("`", "").split())
     _no_injected_script(driver)
 
 
