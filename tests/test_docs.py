@@ -14,6 +14,9 @@ from kb_tools.core.load import load_kb
 from kb_tools.core.util import KBError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# One worker runs these (`make test` uses --dist loadgroup): the README's examples are run once per
+# process (docs.example_blocks caches them), about half a minute, so a second worker would pay again.
+pytestmark = pytest.mark.xdist_group("docs")
 
 
 @pytest.fixture(scope="module")
