@@ -73,9 +73,11 @@ def case_pairs():
 CASES_GROUP = pytest.mark.xdist_group("watch-cases")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def case_reports():
-    """Every case script's `kb watch --steps 50 --json` report, run once: {path: (code, report, stderr)}."""
+    """Every case script's `kb watch --steps 50 --json` report, run once: {path: (code, report, stderr)}.
+    Session-scoped: a module fixture is torn down whenever the worker turns to another module and
+    set up again (all the case scripts again) when it comes back."""
     reports = {}
     for path in sorted(glob.glob(os.path.join(CASES, "*", "*.py"))):
         code, out, err = kb_watch("--steps", str(STEPS), "--json", "--", sys.executable, os.path.relpath(path, ROOT))
