@@ -166,17 +166,32 @@ def plain_title(value) -> str:
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`\[])")
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "cf.", "vs.")
+TODO_CHARS = 220  # a longer first sentence is cut at its first colon or semicolon
 
 
 def first_sentence(text) -> str:
-    """The first sentence of a prose field (a period inside a code span does not end it): the
-    one line "what to do" an entry page opens with."""
+    """The first sentence of a prose field, for the one line "what to do" an entry page opens with:
+    a period inside a code span or after "e.g." does not end it, and a sentence over TODO_CHARS
+    stops at its first colon or semicolon (the rest is under Fix)."""
     text = " ".join(str(text or "").split())
     spans = [m.span() for m in _CODE_SPAN.finditer(text)]
+
+    def in_code(at: int) -> bool:
+        return any(a < at < b for a, b in spans)
+
+    end = len(text)
     for m in _SENTENCE_END.finditer(text):
-        if not any(a < m.start() < b for a, b in spans):
-            return text[:m.start()]
-    return text
+        before = text[:m.start()].rsplit(None, 1)[-1].lower()
+        if not in_code(m.start()) and before not in _ABBREVIATIONS:
+            end = m.start()
+            break
+    sentence = text[:end]
+    if len(sentence) > TODO_CHARS:
+        cut = next((m.start() for m in re.finditer(r"[:;] ", sentence) if m.start() >= 30 and not in_code(m.start())), None)
+        if cut is not None:
+            sentence = sentence[:cut] + "."
+    return sentence
 
 
 PAIR_SIDE_BY_SIDE_CHARS = 44  # the longest line that fits half the content column at 1280 px unwrapped
