@@ -542,6 +542,8 @@
 
     // The index on first focus; the token table right after, in the background: until it is
     // there (or if it never comes) results are ranked by words only, as `kb search --lexical`.
+    // A list the user can already act on is never reordered when the table arrives: the full
+    // ranking applies from the next keystroke. form.dataset.loaded is set once loading has ended.
     load() {
       if (this.loading) return this.loading;
       this.loading = fetch(new URL("kb-index.json", this.base)).then((r) => {
@@ -552,7 +554,12 @@
         this.mode = "lexical";
         this.update();
         const spec = data.embed;
-        if (!spec) { this.note = "ranked by words only: this site was built without entry vectors"; this.update(); return; }
+        if (!spec) {
+          this.note = "ranked by words only: this site was built without entry vectors";
+          this.update();
+          this.form.dataset.loaded = this.mode;
+          return;
+        }
         const get = (name, how) => fetch(new URL(name, this.base)).then((r) => {
           if (!r.ok) throw new Error(`${name}: HTTP ${r.status}`);
           return r[how]();
@@ -561,10 +568,14 @@
           .then(([tokens, rows, scales]) => {
             this.index.useEmbedder(new Embedder(spec, tokens, rows, scales));
             if (this.index.embedder) this.mode = "hybrid";
-            this.update();
-          }).catch((err) => { this.note = `ranked by words only (${err.message})`; this.update(); });
+            if (this.list.hidden || this.list.dataset.query !== this.input.value) this.update();
+            else this.status.textContent = `${this.list.children.length} entries, ranked by words; `
+              + "keep typing for the full ranking";
+          }).catch((err) => { this.note = `ranked by words only (${err.message})`; this.update(); })
+          .finally(() => { this.form.dataset.loaded = this.mode; });
       }).catch((err) => {
         this.mode = "failed";
+        this.form.dataset.loaded = this.mode;
         this.status.textContent = `Search is unavailable: ${err.message}`;
       });
       return this.loading;

@@ -304,11 +304,19 @@ def _type(driver, query: str):
     box.send_keys(tail)
 
 
+def _loaded(driver):
+    _wait(driver, lambda d: d.execute_script("return document.querySelector('form.kb-search').dataset.loaded"),
+          message="the search index and token table never finished loading")
+
+
 def _open_search(driver, base):
+    """The home page with the search box focused, once its index and token table have loaded (a
+    list shown before the table arrived keeps its words-only order until the next keystroke)."""
     from selenium.webdriver.common.by import By
     driver.get(base)
     box = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
     box.click()
+    _loaded(driver)
     return box
 
 
@@ -379,6 +387,7 @@ def test_search_box_by_keyboard(driver, served):
         box.send_keys(Keys.ESCAPE)
         driver.execute_script("arguments[0].blur()", box)
     box.click()
+    _loaded(driver)
     box.send_keys("loss flat")
     shown = _shown(driver, "loss flat")
     want = [h.id for h in search_rank.rank(index, "loss flat", 10)]
@@ -439,6 +448,44 @@ def test_search_without_the_token_table_ranks_by_words(driver, served):
         assert differ_from_hybrid, "words-only and hybrid agree on every query: the check proves nothing"
     finally:
         driver.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+        driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
+
+
+def test_a_shown_list_is_never_reordered_when_the_vectors_arrive(driver, served):
+    """On a slow link the words-only hits come first; when the token table arrives later, the list
+    the user can already act on keeps its order (Enter opens what they saw); the next keystroke
+    ranks with the vectors, as `kb search` does."""
+    base, kb, variant = served
+    if variant != "shipped":
+        pytest.skip("run once, on the shipped KB")
+    from selenium.webdriver.common.by import By
+    index = _index(kb)
+    query = "loss flat"
+    driver.execute_cdp_cmd("Network.enable", {})
+    try:
+        driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+        # about 12 Mbit/s: the index in under a second, the 7.9 MB token table in about five
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 100, "downloadThroughput": 1_500_000, "uploadThroughput": 750_000})
+        driver.get(base)
+        box = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
+        box.click()
+        box.send_keys(query)
+        first = _shown(driver, query, ranking="lexical")
+        assert not driver.execute_script("return document.querySelector('form.kb-search').dataset.loaded"), \
+            "the token table was already there: the check proves nothing"
+        _wait(driver, lambda d: d.execute_script("return document.querySelector('form.kb-search').dataset.loaded"),
+              timeout=60, message="the token table never arrived")
+        time.sleep(0.3)
+        kept = driver.execute_script(f"""return [document.querySelector('{RESULTS}').dataset.ranking,
+            Array.from(document.querySelectorAll('{RESULTS} li > a'), (a) => a.dataset.id)]""")
+        assert kept == ["lexical", [s[0] for s in first]], "the shown list changed when the vectors arrived"
+        box.send_keys(" ")
+        again = _shown(driver, query + " ", ranking="hybrid")
+        assert [s[0] for s in again] == [h.id for h in search_rank.rank(index, query + " ", 10)]
+    finally:
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
         driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
 
 
@@ -762,6 +809,7 @@ def test_pages_under_the_sub_path_load_every_asset(driver, served):
     driver.get(f"{base}entries/{entry.id}/")
     box = _wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, BOX))
     box.click()
+    _loaded(driver)
     box.send_keys("loss")
     _shown(driver, "loss")
     assert driver.execute_script("return document.querySelector('link[rel=canonical]').href") == \
