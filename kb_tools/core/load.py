@@ -33,7 +33,7 @@ ENTRY_FIELDS = {
     "symptoms": ("list", "yes, at least 3", "what a user sees, in their words: the curve, the log line, the exact torch error text, and one long description of a whole run"),
     "cause": ("str", "yes", "the mechanism"),
     "fix": ("str", "yes", "the exact code change or knob"),
-    "fix_pair": ("fix_pair", "no (expected)", "`{before: ..., after: ...}`: the few lines (1 to 8 each, block scalars) the fix changes, as the reader would type them; each side must appear in the snippet line for line (indentation aside), so the pair is code the snippet runs; the site shows it at the top of Fix"),
+    "fix_pair": ("fix_pair", "no (expected)", "`{before: ..., after: ...}`: the few lines (1 to 8 each, block scalars) the fix changes, as the reader would type them; each side must appear in the snippet line for line (indentation aside), so the pair is code the snippet runs, and at least one side must be real code, not only calls of the snippet's own functions (KB029); the site shows it at the top of the entry page"),
     "check": ("str", "yes", "the cheapest test that separates this cause from its look-alikes (name them)"),
     "caveats": ("str", "yes", "where the advice does not hold"),
     "correction": ("str", "no", "where common folklore is wrong on current torch, what is true instead"),
