@@ -38,7 +38,7 @@ def shipped_index(shipped_kb):
 
 
 _RUNS = {}
-_ITEM_NAME = re.compile(r"::([a-z0-9-]+)\[(cpu|cuda)\]$")
+_ITEM_NAME = re.compile(r"::([a-z0-9-]+)\[(cpu|cuda)\](?:@[\w-]+)?$")  # an xdist group may follow
 
 
 def pytest_pycollect_makemodule(module_path, parent):
