@@ -99,7 +99,6 @@ NO_CHECK_YET = {
     "exploding-gradients": "gradient norms growing from the last parameterised layer to the first",
     "final-layer-bias-init": "the initial loss against the entropy of the label prior",
     "fp16-overflow": "the first float16 module output holding inf",
-    "frozen-batchnorm-stats": "running statistics of a BatchNorm with frozen parameters changing during training",
     "frozen-params-in-optimizer": "parameters with requires_grad=False in an optimizer that still changes them",
     "gradient-checkpointing-no-grad": "adapter parameters held by the optimizer that never receive a gradient",
     "head-size-mismatch": "cross_entropy targets at or above the number of output units",
