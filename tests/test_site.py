@@ -217,7 +217,7 @@ def test_entry_pages_have_every_section_in_order(fixture_site):
         assert len(h1) == 1 and norm(h1[0].text()).rstrip("¶").strip() == rendered(e.title)
         (ids,) = body.find_all("p", class_="kb-ids")
         assert [c.text() for c in ids.find_all("code")] == [e.id, *e.aliases]
-        assert ids.find_all("a")[-1].attrs["href"] == f"../../md/{e.id}/".rstrip("/") + ".md"
+        assert ids.find_all("a")[-1].attrs["href"] == f"../../md/{e.id}.md"
         (todo,) = body.find_all("p", class_="kb-todo")
         assert norm(todo.text()).startswith("What to do: " + rendered(site.first_sentence(e.fix)))
         (badge,) = body.find_all("p", class_="kb-badge")

@@ -414,9 +414,7 @@ class _Context:
 
     def snippet_status(self, entry) -> dict:
         """What the page says about the snippet's last recorded runs (kb_tools/snippets/verified.py)."""
-        from kb_tools.snippets import verified
-        runs = self.results["runs"] if self.results else None
-        return verified.status(entry.id, self.snippet_sha(entry), runs, distributed=entry.launch == "torchrun")
+        return snippet_status(entry, self.results, self.snippet_sha(entry))
 
     def snippet_sha(self, entry) -> str:
         """The sha256 of the snippet text as it runs, once per entry: runs and curves are both keyed by it."""
@@ -439,6 +437,15 @@ class _Context:
         if not curves or curves.get("snippet_sha256") != self.snippet_sha(entry):
             return ""
         return _markup(verified.svg(curves, entry.id))
+
+
+def snippet_status(entry, results: dict | None, sha: str | None = None) -> dict:
+    """verified.status for an entry and the recorded runs (load_results); `sha` when already known."""
+    from kb_tools.snippets import runner as snippets
+    from kb_tools.snippets import verified
+    sha = sha or verified.snippet_sha256(snippets.script_text(entry))
+    runs = results["runs"] if results else None
+    return verified.status(entry.id, sha, runs, distributed=entry.launch == "torchrun")
 
 
 def _range_anchors(ctx, quotes) -> dict:
@@ -551,7 +558,7 @@ def names_table(kb) -> str:
     for e in kb.entries.values():
         for alias in e.aliases:
             names.setdefault(alias, e.id)
-    titles = {e.id: " ".join(str(e.title).replace("`", "").split()) for e in kb.entries.values()}
+    titles = {e.id: plain_title(e.title) for e in kb.entries.values()}
     return json.dumps({"names": dict(sorted(names.items())), "titles": dict(sorted(titles.items()))},
                       ensure_ascii=False, separators=(",", ":"))
 
@@ -1060,10 +1067,9 @@ def write_agent_files(kb, out_dir: str, results: dict | None = None) -> None:
     its evidence (quotes with source and lines) and where its snippet last passed."""
     from kb_tools.render.agents import llms_txt
     from kb_tools.render.markdown import entry_markdown
-    ctx = _Context(kb, results)
     os.makedirs(os.path.join(out_dir, "md"), exist_ok=True)
     for entry in kb.entries.values():
-        status = ctx.snippet_status(entry)
+        status = snippet_status(entry, results)
         line = f"Verified: {status['title']}" + (f" on {status['date']}" if status.get("date") else "") + "."
         write_atomic(os.path.join(out_dir, "md", f"{entry.id}.md"), entry_markdown(entry, status=line, kb=kb))
     write_atomic(os.path.join(out_dir, "llms.txt"), llms_txt(kb))
