@@ -13,11 +13,23 @@ from kb_tools.search.embedders import wordpiece
 
 np = pytest.importorskip("numpy")
 EMBEDDER = embed.load()
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_packaged_vectors_load():
-    assert EMBEDDER is not None and EMBEDDER.dim == 256
-    assert len(EMBEDDER.scales) == len(EMBEDDER.vocab) > 29_000
+    assert EMBEDDER is not None and EMBEDDER.dim == 128    # step 5 of kb_tools/embeddings/README.md
+    assert len(EMBEDDER.scales) == len(EMBEDDER.vocab) > 7_000
+
+
+def test_pruned_vocabulary_still_spells_the_kbs_own_words():
+    """The table keeps the tokens its fit read, the KB's sentences among them: nearly every word of the
+    entries' titles and symptom lines must still have its rows (a later entry may add a few that do not)."""
+    from kb_tools.core.load import load_kb
+    from kb_tools.search.embedders.wordpiece import basic_words, wordpiece, UNK
+    words = [w for e in load_kb(os.path.join(REPO, "kb"), use_cache=False).entries.values()
+             for line in (e.title, *e.symptoms) for w in basic_words(line)]
+    spelled = [w for w in words if UNK not in wordpiece(w, EMBEDDER.vocab)]
+    assert len(words) > 5_000 and len(spelled) >= 0.99 * len(words), (len(spelled), len(words))
 
 
 @pytest.mark.parametrize("text", ["training loss does not decrease", "RuntimeError: CUDA error: out of memory",

@@ -980,3 +980,13 @@ def test_most_shipped_symptoms_fall_under_a_named_sign():
     signs = [site.symptom_sign(s) for e in kb.entries.values() for s in e.symptoms]
     assert signs.count("other") < 0.4 * len(signs)
     assert all(signs.count(key) for key, _, _ in site.SYMPTOM_SIGNS)  # every heading has symptoms
+
+
+def test_search_payload_of_the_shipped_kb_stays_under_the_limit():
+    """A first search fetches the index, the script and the token table: together at most 2 MB (a phone on 4G)."""
+    from kb_tools.site import search_export
+    kb = load_kb(os.path.join(REPO, "kb"), use_cache=False)
+    files = search_export.files(kb, os.path.join(REPO, "site_templates"))
+    assert f"search/{search_export.embed.ROWS_FILE}" in files  # the dense side ships: the limit is not met by dropping it
+    total = sum(len(v if isinstance(v, bytes) else v.encode("utf-8")) for v in files.values())
+    assert total <= search_export.SEARCH_PAYLOAD_LIMIT, f"{total:,} bytes"

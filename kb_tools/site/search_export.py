@@ -20,14 +20,10 @@ says at build time is what the site uses. When the entry vectors or the token
 table are missing, the index says so (`dense: null`) and the site ranks by words
 only, as `kb search` does.
 
-Why the whole token table (7.56 MB of int8 rows): a smaller copy for the site
-alone would rank differently from `kb search`. Measured (on the table before its
-tuning toward the whole model) on the 161 labelled
-queries (tests/queries.yaml and the holdout set) against the full table: keeping
-the first 128 PCA dimensions (3.8 MB) gives the same top 3 on 82 queries and
-hit@3 0.950 instead of 0.975; 64 dimensions (1.9 MB) the same top 3 on 47 and
-hit@3 0.938; 4-bit rows (3.8 MB packed) the same top 3 on 128, hit@3 unchanged.
-A smaller table would have to become the packaged one, for both.
+The token table is the packaged one, whole (1.1 MB: 7,988 tokens x 128 int8 dimensions): a
+copy for the site alone would rank differently from `kb search`, so the table was made small
+for both (scripts/prune_embeddings.py; kb_tools/embeddings/README.md, step 5). Every file here
+together stays under SEARCH_PAYLOAD_LIMIT bytes, which a test holds.
 """
 from __future__ import annotations
 
@@ -45,6 +41,7 @@ from kb_tools.search import tokenize as search_tokenize
 INDEX_FILE = "search/kb-index.json"
 SCRIPT, STYLE = "kb-search.js", "kb-search.css"  # in site_templates/, copied to search/
 FORMAT = 1
+SEARCH_PAYLOAD_LIMIT = 2_000_000  # bytes a first search may fetch, index and table together
 
 # kb_tools.search.rank constants the ranking reads; each is exported by name, never copied into the JS.
 CONSTANTS = ("BM25_K1", "BM25_B", "LINE_BONUS", "CANDIDATES", "VAGUE_IDF", "TRIAGE_PRIOR", "LOW_CONFIDENCE",

@@ -58,7 +58,7 @@ class StaticEmbedder:
         if not ids:
             return []
         dim, total = self.dim, [0.0] * self.dim
-        with open(self.rows_path, "rb") as fh:  # a query reads its tokens' rows, not the 7 MB table
+        with open(self.rows_path, "rb") as fh:  # a query reads its tokens' rows, not the whole table
             for i in ids:
                 fh.seek(i * dim)
                 row = array("b", fh.read(dim))
