@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from kb_tools import __version__
 from kb_tools.render.agents import MAX_QUOTE_CHARS
 from kb_tools.confined import confined_files, lint_in_child, root_folders
-from kb_tools.search.rank import MAX_QUERY_CHARS
+from kb_tools.search.rank import MAX_REPORT_CHARS
 from kb_tools.core.util import KBError
 
 INSTRUCTIONS = (
@@ -34,7 +34,7 @@ INSTRUCTIONS = (
 # `kb search` takes, a quote several times the longest the KB holds (see agents.MAX_QUOTE_CHARS), ids,
 # areas and dotted paths of a line, a path as long as the system's, and a script's text up to 1 MB
 # (analysed in a child process with a time limit: see confined.py).
-MAX_QUERY, MAX_QUOTE, MAX_NAME, MAX_PATH, MAX_CODE = MAX_QUERY_CHARS, MAX_QUOTE_CHARS, 200, 4_096, 1_000_000
+MAX_QUERY, MAX_QUOTE, MAX_NAME, MAX_PATH, MAX_CODE = MAX_REPORT_CHARS, MAX_QUOTE_CHARS, 200, 4_096, 1_000_000
 ROOTS_TIMEOUT = 10  # seconds the client has to list its roots
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -66,7 +66,8 @@ def build_server(kb_root: str | None) -> MCPServer:
     from kb_tools.core.load import load_kb
     from kb_tools.core.model import AREAS
     from kb_tools.search.index import dense_unavailable, load_index
-    from kb_tools.search.rank import search as kb_search
+    from kb_tools.lint import lint_text
+    from kb_tools.search.answer import answer as kb_answer
     from kb_tools.core.util import did_you_mean
 
     kb = load_kb(kb_root)
@@ -133,8 +134,11 @@ def build_server(kb_root: str | None) -> MCPServer:
         if area is not None and area not in AREAS:
             raise KBError(f"unknown area '{area}'{did_you_mean(area, list(AREAS))}; one of: {', '.join(AREAS)}")
 
-    @tool("Rank KB entries for a symptom (a few words, a pasted error or a paragraph); "
-          "returns hits best first: id, title, area, score, matched symptom, low_confidence.")
+    @tool("Rank KB entries for a symptom (a few words, a pasted error, a paragraph, or a whole report with "
+          "code, traceback and log lines, which are read by kb lint, the KB's error messages and a log reader); "
+          "returns hits best first: id, title, area, score, matched symptom, low_confidence, and when it applies "
+          "tell_apart (the one check that separates close leaders), evidence (what the report showed), "
+          "out_of_scope (what the KB covers).")
     def search(query: Annotated[str, Field(description="what the run shows, e.g. 'loss flat after warmup'",
                                            max_length=MAX_QUERY)],
                limit: Annotated[int, Field(description="at most this many hits")] = 5,
@@ -144,7 +148,7 @@ def build_server(kb_root: str | None) -> MCPServer:
         if limit < 1:
             raise KBError("limit must be at least 1")
         check_area(area)
-        return [hit.to_json() for hit in kb_search(index, query, limit=limit, area=area)]
+        return kb_answer(index, query, limit=limit, area=area, lint_source=lint_text).to_json()
 
     @tool("One entry in full by id or alias (symptoms, cause, fix, check, evidence, see_also, snippet).")
     def show(id: Annotated[str, Field(description="entry id or alias, e.g. double-softmax or O12",

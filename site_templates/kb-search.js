@@ -43,7 +43,7 @@
       const C = data.constants;
       for (const name of ["BM25_K1", "BM25_B", "LINE_BONUS", "CANDIDATES", "VAGUE_IDF", "TRIAGE_PRIOR",
         "LOW_CONFIDENCE", "LEXICAL_SHARE", "DENSE_BASELINE_RANK", "DENSE_CONFIDENCE", "DENSE_FLOOR", "MAX_QUERY_CHARS",
-        "MAX_CORRECTED_WORD"]) {
+        "MAX_CORRECTED_WORD", "CLOSE_SHARE", "DIFFERENTIAL_SIZE", "SCOPE_CONFIDENCE"]) {
         if (typeof C[name] !== "number") throw new Error(`the search index lacks the constant ${name}: rebuild the site`);
       }
       this.C = C;
@@ -331,6 +331,40 @@
       }
       return hits;
     }
+
+    // kb_tools/search/answer.py's scope_words: lower-case, every character but a letter, digit or _ a space
+    scopeWords(text) {
+      let out = "";
+      for (const ch of text.toLowerCase()) out += /[\p{L}\p{N}_]/u.test(ch) ? ch : " ";
+      return " " + pySplit(out).join(" ") + " ";
+    }
+
+    // out_of_scope: the scope note, or null
+    outOfScope(query, hits) {
+      if (hits.length && hits[0].score >= this.C.SCOPE_CONFIDENCE) return null;
+      const words = this.scopeWords(query);
+      for (const [name, phrases] of this.data.scope.topics) {
+        if (phrases.some((p) => words.includes(` ${p} `))) {
+          return `this reads as ${name}, which the KB does not cover; ${this.data.scope.covers}`;
+        }
+      }
+      return null;
+    }
+
+    // answer: rank's hits with what `kb search --json` says beside them (tell_apart, out_of_scope)
+    answer(query, limit = 10, dense = true) {
+      const hits = this.rank(query, limit, dense);
+      const scope = this.validate(query) === null ? null : this.outOfScope(this.validate(query), hits);
+      if (scope) {
+        for (const h of hits) { h.low_confidence = true; h.out_of_scope = scope; }
+        return hits;
+      }
+      if (hits.length >= 2 && hits[0].score > 0) {
+        const group = hits.slice(0, this.C.DIFFERENTIAL_SIZE).filter((h) => h.score >= this.C.CLOSE_SHARE * hits[0].score);
+        if (group.length >= 2) for (const h of group) h.tell_apart = this.data.checks[this.data.ids.indexOf(h.id)];
+      }
+      return hits;
+    }
   }
 
   function plainSum(xs) { let s = 0; for (const x of xs) s += x; return s; }
@@ -487,7 +521,7 @@
     const queries = JSON.parse(fs.readFileSync(0, "utf8"));
     for (const item of queries) {
       const query = typeof item === "string" ? item : item.query, limit = item.limit || 10;
-      process.stdout.write(JSON.stringify(index.rank(query, limit)) + "\n");
+      process.stdout.write(JSON.stringify(index.answer(query, limit, !flags.includes("--lexical"))) + "\n");
     }
   }
 
@@ -586,13 +620,14 @@
       if (!this.index) { this.load(); return; }
       let hits = [];
       try {
-        hits = this.index.rank(query, 10);
+        hits = this.index.answer(query, 10);
       } catch (err) {
         this.render(query, [], err.message);
         return;
       }
       const empty = this.index.validate(query) === null;
-      this.render(query, hits, empty ? "" : hits.length ? (this.note || "")
+      const scope = hits.length && hits[0].out_of_scope ? `Out of scope: ${hits[0].out_of_scope}. The entries below are guesses.` : "";
+      this.render(query, hits, empty ? "" : hits.length ? (scope || this.note || "")
         : 'No entry matches that well; try the words you see in the log, e.g. "loss flat".');
     }
 
@@ -641,6 +676,13 @@
         matched.className = "kb-search__matched";
         matched.textContent = h.matched ? `matched: ${h.matched}` : "";
         a.append(head, title, matched);
+        if (h.tell_apart) {
+          // the leaders are too close to call from the words: the check that separates them
+          const tell = doc.createElement("span");
+          tell.className = "kb-search__tell";
+          tell.textContent = `tell apart: ${h.tell_apart}`;
+          a.append(tell);
+        }
         li.append(a);
         list.append(li);
       });

@@ -310,12 +310,12 @@ def test_lint_reads_inside_the_roots_the_client_declares_and_nowhere_else(rooted
 
 
 # every string parameter, its limit, and the other arguments of a call that would otherwise work
-LIMITS = [("search", "query", 10_000, {}), ("search", "area", 200, {"query": "loss flat"}),
+LIMITS = [("search", "query", 100_000, {}), ("search", "area", 200, {"query": "loss flat"}),
           ("show", "id", 200, {}), ("snippet", "id", 200, {}),
           ("verify_quote", "text", 4_000, {"source": "karpathy-recipe-2019"}),
           ("verify_quote", "source", 200, {"text": "loss"}),
           ("verify_quote", "object", 200, {"text": "loss", "source": "torch-crossentropyloss"}),
-          ("context", "query", 10_000, {}), ("lint", "code", 1_000_000, {}), ("lint", "path", 4_096, {})]
+          ("context", "query", 100_000, {}), ("lint", "code", 1_000_000, {}), ("lint", "path", 4_096, {})]
 
 
 def test_every_string_parameter_has_a_limit(server):

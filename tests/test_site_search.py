@@ -2,8 +2,8 @@
 
 The JavaScript of the site (site_templates/kb-search.js) runs under node on the
 index that `kb build` exports, for every labelled query, and its hits are compared
-with `search_rank.rank` in Python: the same ids in the same order, the same scores,
-matched lines and low-confidence marks.
+with `kb search --json` in Python (kb_tools.search.answer): the same ids in the same order,
+the same scores, matched lines, low-confidence marks, tell-apart checks and scope notes.
 """
 from __future__ import annotations
 
@@ -62,8 +62,10 @@ def node_rank(folder: str, queries: list, *flags) -> list:
 
 
 def python_rank(index, query: str, dense: bool = True) -> list:
+    """`kb search --json`'s array for a one-line query: the hits, with tell_apart and out_of_scope."""
+    from kb_tools.search.answer import answer
     try:
-        return [h.to_json() for h in search_rank.rank(index, query, 10, dense=dense)]
+        return answer(index, " ".join(query.split()), 10, dense=dense).to_json()  # the site's box holds one line
     except search_rank.QueryError:
         return []
 
@@ -95,14 +97,23 @@ def labelled_queries() -> list:
     return [q["query"] for path in QUERY_FILES for q in search_evaluate.load_queries(path)]
 
 
+def out_of_scope_queries() -> list:
+    import yaml
+    with open(os.path.join(HERE, "real_reports", "out_of_scope.yaml"), encoding="utf-8") as fh:
+        return [q["query"] for q in yaml.safe_load(fh)["queries"]]
+
+
 def test_node_ranks_every_labelled_query_as_python_does(shipped):
     kb, index, folder = shipped
     assert index.header["dense"] is not None, "the shipped KB's index has no entry vectors"
-    queries = labelled_queries() + ODD_QUERIES
+    queries = labelled_queries() + ODD_QUERIES + out_of_scope_queries()
     report = compare(index, folder, queries)
     print(f"\nnode vs python, hybrid: {report['queries']} queries, top-1 {report['top1']}, "
           f"top-3 {report['top3']}, all 10 hits with scores {report['whole']}")
     assert report["diffs"] == []
+    # what is said beside the hits is compared too: both kinds occur, so the comparison can fail
+    said = [hits[0] for hits in report["hits"] if hits]
+    assert sum("tell_apart" in h for h in said) >= 20 and sum("out_of_scope" in h for h in said) >= 20
 
 
 def test_node_ranks_by_words_only_as_kb_search_lexical(shipped):

@@ -13,14 +13,19 @@ from kb_tools.core.util import UsageError
 
 NAME = "search"
 SUMMARY = "rank entries for a symptom"
-DESCRIPTION = "Rank entries for what you see: two words (\"loss flat\"), an error message, or a paragraph."
+DESCRIPTION = ("Rank entries for what you see: two words (\"loss flat\"), an error message, a paragraph, or a "
+               "whole report on standard input (kb search - < issue.md: its code goes through kb lint, its "
+               "error lines are matched to the KB's messages, its log lines are read for loss and lr signatures). "
+               "When the first entries are too close to call, each gets a \"tell apart\" check.")
 
 # kb search's options: (flags, attribute, value type or "flag", default, help). "area" values are model.AREAS.
 SEARCH_OPTIONS = (
     (("--limit", "-n"), "limit", int, 10, "at most this many results (default 10)"),
     (("--area",), "area", "area", None, "only entries of this area"),
     (("--tag",), "tag", str, None, "only entries with this tag"),
-    (("--json",), "json", "flag", False, "a JSON array: id, title, area, score, matched, low_confidence"),
+    (("--json",), "json", "flag", False, "a JSON array: id, title, area, score, matched, low_confidence; "
+     "tell_apart (the check that separates close leaders), evidence (what a pasted report showed), "
+     "out_of_scope (what the KB covers)"),
     (("--lexical",), "lexical", "flag", False,
      "rank by words only (BM25 with synonyms), without the sentence embeddings"),
     (("--from-lint",), "from_lint", str, None,
@@ -34,8 +39,8 @@ SEARCH_OPTIONS = (
 
 def run(args) -> int:
     """Rank entries for a symptom query."""
+    from kb_tools.search.answer import answer
     from kb_tools.search.index import dense_unavailable, load_index
-    from kb_tools.search.rank import search
     query = query_text(args.query)
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -50,22 +55,50 @@ def run(args) -> int:
                          "or --from-watch REPORT)")
     index = load_index(args.kb, dense=not args.lexical)
     fail_if_invalid(index.header["problems"])
-    hits = search(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical)
+    from kb_tools.lint import lint_text  # the package's __init__ only: the engine loads for a report's code
+    result = answer(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical,
+                    lint_source=lint_text)
     why = None if args.lexical else dense_unavailable(index)
     if why:
         print(f"kb: lexical ranking only: {why}", file=sys.stderr)
     if args.json:
-        print_json([h.to_json() for h in hits])
+        print_json(result.to_json())
         return EXIT_OK
+    print_answer(result)
+    return EXIT_OK
+
+
+def print_answer(result) -> None:
+    """The ranked hits as lines a person reads: a report's parts first, the scope note, then each hit
+    with the line that matched, what the report showed for it, and its tell-apart check."""
+    hits = result.hits
+    if result.report is not None:
+        print(style(report_summary(result.report), "2"))
     if not hits:
         print("no entry shares a word with that query; try the words you see in the log, e.g. \"loss flat\"")
-        return EXIT_OK
+        return
+    if result.scope:
+        print(f"out of scope: {result.scope}. The entries below are guesses.")
+    elif result.tell_apart:
+        print(f"the first {len(result.tell_apart)} are close: the words cannot tell them apart; one check can, "
+              f"shown under each")
     width = max(len(h.id) for h in hits)
     for n, hit in enumerate(hits, 1):
         flag = "  (low confidence)" if hit.low_confidence else ""
         print(f"{n:2d}. {style(hit.id.ljust(width), '1')}  {hit.title}  [{hit.area}]  {hit.score:.0f}{flag}")
         print(f"    {style('matched:', '2')} {hit.matched}")
-    return EXIT_OK
+        for _, line in result.evidence.get(hit.id, ()):
+            print(f"    {style('found:', '2')} {line}")
+        if hit.id in result.tell_apart:
+            print(f"    {style('tell apart:', '2')} {result.tell_apart[hit.id]}")
+
+
+def report_summary(report) -> str:
+    """One line on how a pasted report was read."""
+    def count(n, one, many=None):
+        return f"{n} {one if n == 1 else (many or one + 's')}"
+    return (f"read as a report: {count(len(report.prose), 'line')} of text, {count(len(report.code), 'code block')} "
+            f"(kb lint), {count(len(report.errors), 'error line')}, {count(len(report.logs), 'log line')}")
 
 
 def search_from_lint(args, query: str) -> int:

@@ -158,3 +158,33 @@ def dead_mentions(text: str, known) -> list:
         if (in_code and whole) or (not in_code and see.search(text, max(0, start - 12), start)):
             out.append(word)
     return list(dict.fromkeys(out))
+
+
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "cf.", "vs.")
+TODO_CHARS = 220  # a longer first sentence is cut at its first colon or semicolon
+
+
+def first_sentence(text) -> str:
+    """The first sentence of a prose field, for one-line summaries (the entry page's "what to do",
+    `kb search`'s "tell apart" check):
+    a period inside a code span or after "e.g." does not end it, and a sentence over TODO_CHARS
+    stops at its first colon or semicolon (the rest is under Fix)."""
+    import re  # here, not at the top: `kb search` loads this module on its start-up path
+    text = " ".join(str(text or "").split())
+    spans = [m.span() for m in re.finditer(r"(`+)(.+?)\1", text, re.S)]
+
+    def in_code(at: int) -> bool:
+        return any(a < at < b for a, b in spans)
+
+    end = len(text)
+    for m in re.finditer(r"(?<=[.!?])\s+(?=[A-Z(`\[])", text):
+        before = text[:m.start()].rsplit(None, 1)[-1].lower()
+        if not in_code(m.start()) and before not in _ABBREVIATIONS:
+            end = m.start()
+            break
+    sentence = text[:end]
+    if len(sentence) > TODO_CHARS:
+        cut = next((m.start() for m in re.finditer(r"[:;] ", sentence) if m.start() >= 30 and not in_code(m.start())), None)
+        if cut is not None:
+            sentence = sentence[:cut] + "."
+    return sentence

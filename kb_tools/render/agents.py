@@ -69,17 +69,27 @@ def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str |
     A long-running caller (the MCP server) passes the `index` and `kb` it loaded once.
     """
     from kb_tools.core.load import load_kb
+    from kb_tools.search.answer import answer
     from kb_tools.search.index import load_index
-    from kb_tools.search.rank import search
     if budget < 100:
         raise UsageError("--budget must be at least 100 tokens")
-    hits = search(index if index is not None else load_index(kb_root), query, limit=limit, area=area)
+    from kb_tools.lint import lint_text
+    result = answer(index if index is not None else load_index(kb_root), query, limit=limit, area=area,
+                    lint_source=lint_text)
+    hits = result.hits
     if hits and kb is None:
         kb = load_kb(kb_root)
     header = f"# kb context for: {' '.join(query.split())[:200]}\n"
+    if result.scope:
+        header += f"\nOut of scope: {result.scope}. The entries below are guesses.\n"
+    elif result.tell_apart:
+        header += ("\nThe first " + str(len(result.tell_apart)) + " entries are too close to call from the words; "
+                   "one check tells them apart:\n" + "".join(f"- {e}: {line}\n" for e, line in result.tell_apart.items()))
     text, included = _within_budget(header, budget, [
         (compact_markdown(kb.entries[hit.id], hit.matched),
-         {"id": hit.id, "title": hit.title, "score": round(hit.score, 1), "low_confidence": hit.low_confidence})
+         {"id": hit.id, "title": hit.title, "score": round(hit.score, 1), "low_confidence": hit.low_confidence,
+          **({"tell_apart": result.tell_apart[hit.id]} if hit.id in result.tell_apart else {}),
+          **({"evidence": [line for _, line in result.evidence[hit.id]]} if result.evidence.get(hit.id) else {})})
         for hit in hits])
     return {"query": query, "budget": budget, "tokens": estimate_tokens(text), "entries": included,
             "markdown": text}

@@ -13,7 +13,7 @@ import sys
 from kb_tools.search import embedders
 from kb_tools.search.tokenize import build_phrase_table, terms
 
-INDEX_VERSION = 14  # bump only for what the stamped modules do not show
+INDEX_VERSION = 15  # bump only for what the stamped modules do not show
 INDEX_MODULES = ("search/index.py", "search/tokenize.py")
 
 
@@ -37,7 +37,8 @@ def index_parts(kb, embedder=None, dense: bool = True) -> tuple:
     The header holds what every query needs (ids, phrase table, lengths, areas
     and tags for filters); records hold what a query reads selectively:
     ("p", term) -> (IDF, postings [(entry, weighted tf)]), ("e", entry) -> (title,
-    symptoms, each symptom's terms, each symptom's IDF mass). A term is known when
+    symptoms, each symptom's terms, each symptom's IDF mass, the check's first sentence: the
+    "tell apart" line of a differential). A term is known when
     it has a "p" record; its IDF is read with its postings, so opening the index
     never decodes the whole vocabulary.
     """
@@ -67,9 +68,11 @@ def index_parts(kb, embedder=None, dense: bool = True) -> tuple:
             postings.setdefault(term, []).append((idx, tf))
     n = max(len(ids), 1)
     idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in postings.items()}
-    for idx in range(len(ids)):  # each symptom line's IDF mass, summed once here instead of per query
+    from kb_tools.core.util import first_sentence
+    for idx, e in enumerate(kb.entries.values()):  # each symptom line's IDF mass, summed once here, not per query
         title, symptoms, line_terms = records[("e", idx)]
-        records[("e", idx)] = (title, symptoms, line_terms, [sum(idf[t] for t in line) for line in line_terms])
+        records[("e", idx)] = (title, symptoms, line_terms, [sum(idf[t] for t in line) for line in line_terms],
+                               first_sentence(e.check))
     records.update((("p", term), (idf[term], p)) for term, p in postings.items())
     header = {"ids": ids, "areas": areas, "tags": tags, "lengths": lengths,
               "phrases": phrases, "longest": longest, "problems": [str(p) for p in kb.problems],

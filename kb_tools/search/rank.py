@@ -23,6 +23,7 @@ from kb_tools.search.index import index_embedder
 from kb_tools.search.tokenize import STOP_STEMS, stem, stemmed_words, terms
 
 MAX_QUERY_CHARS = 10_000
+MAX_REPORT_CHARS = 100_000  # a pasted report (kb search -): its text part is ranked up to MAX_QUERY_CHARS
 MAX_CORRECTED_WORD = 48    # longer words are not typos: their one-edit variants alone would cost seconds
 
 BM25_K1, BM25_B = 1.6, 0.5
@@ -193,7 +194,7 @@ def lexical_scores(index, q: dict, allowed: set | None = None) -> tuple:
     for idx, base in top:
         best_cov, best_line = 0.0, 0
         shown[idx] = index.get(("e", idx))
-        _, _, line_terms, masses = shown[idx]
+        line_terms, masses = shown[idx][2:4]
         for n, (line, mass) in enumerate(zip(line_terms, masses)):
             if mass:
                 cov = sum(idf.get(t, 0.0) for t in line if t in q) / mass  # share of the line the query holds
@@ -306,14 +307,18 @@ def rank(index, query: str, limit: int = 10, allowed: set | None = None, dense: 
 def search(index, query: str, limit: int = 10, area: str | None = None, tag: str | None = None,
            dense: bool = True) -> list:
     """The ranked hits for `query` among the indexed entries, best first, optionally filtered."""
-    allowed = None
-    if area is not None or tag is not None:
-        tag = tag.lower() if tag else None
-        head = index.header
-        known = {t for tags in head["tags"] for t in tags}
-        if tag is not None and tag not in known:  # a typo or a retired tag, like --area's invalid choice
-            from kb_tools.core.util import did_you_mean
-            raise QueryError(f"unknown tag '{tag}'{did_you_mean(tag, known)}: the tags are listed in kb/tags.yaml")
-        allowed = {i for i, (a, tags) in enumerate(zip(head["areas"], head["tags"]))
-                   if (area is None or a == area) and (tag is None or tag in tags)}
-    return rank(index, query, limit=limit, allowed=allowed, dense=dense)
+    return rank(index, query, limit=limit, allowed=allowed_entries(index, area, tag), dense=dense)
+
+
+def allowed_entries(index, area: str | None = None, tag: str | None = None) -> set | None:
+    """Positions of the entries an --area / --tag filter keeps (None: no filter)."""
+    if area is None and tag is None:
+        return None
+    tag = tag.lower() if tag else None
+    head = index.header
+    known = {t for tags in head["tags"] for t in tags}
+    if tag is not None and tag not in known:  # a typo or a retired tag, like --area's invalid choice
+        from kb_tools.core.util import did_you_mean
+        raise QueryError(f"unknown tag '{tag}'{did_you_mean(tag, known)}: the tags are listed in kb/tags.yaml")
+    return {i for i, (a, tags) in enumerate(zip(head["areas"], head["tags"]))
+            if (area is None or a == area) and (tag is None or tag in tags)}

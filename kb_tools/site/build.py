@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 from kb_tools import PACKAGE_DIR
 from kb_tools.core.model import AREA_INFO, AREAS, TRIAGE_PATH
-from kb_tools.core.util import KBError, invalid_kb, prose_words, write_atomic
+from kb_tools.core.util import KBError, first_sentence, invalid_kb, prose_words, write_atomic
 
 WORK_MARKER = ".kb-site-work"
 SITE_MARKER = ".kb-site"
@@ -163,35 +163,6 @@ def entry_links(kb, entry, root) -> dict:
 def plain_title(value) -> str:
     """A title as plain text: code marks dropped, whitespace collapsed."""
     return " ".join(str(value).replace("`", "").split())
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`\[])")
-_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "cf.", "vs.")
-TODO_CHARS = 220  # a longer first sentence is cut at its first colon or semicolon
-
-
-def first_sentence(text) -> str:
-    """The first sentence of a prose field, for the one line "what to do" an entry page opens with:
-    a period inside a code span or after "e.g." does not end it, and a sentence over TODO_CHARS
-    stops at its first colon or semicolon (the rest is under Fix)."""
-    text = " ".join(str(text or "").split())
-    spans = [m.span() for m in _CODE_SPAN.finditer(text)]
-
-    def in_code(at: int) -> bool:
-        return any(a < at < b for a, b in spans)
-
-    end = len(text)
-    for m in _SENTENCE_END.finditer(text):
-        before = text[:m.start()].rsplit(None, 1)[-1].lower()
-        if not in_code(m.start()) and before not in _ABBREVIATIONS:
-            end = m.start()
-            break
-    sentence = text[:end]
-    if len(sentence) > TODO_CHARS:
-        cut = next((m.start() for m in re.finditer(r"[:;] ", sentence) if m.start() >= 30 and not in_code(m.start())), None)
-        if cut is not None:
-            sentence = sentence[:cut] + "."
-    return sentence
 
 
 PAIR_SIDE_BY_SIDE_CHARS = 44  # the longest line that fits half the content column at 1280 px unwrapped

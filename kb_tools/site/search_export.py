@@ -34,6 +34,7 @@ import sys
 
 from kb_tools.search.embedders import static as embed
 from kb_tools.search.embedders import wordpiece
+from kb_tools.search import answer as search_answer
 from kb_tools.search import index as search_index
 from kb_tools.search import rank as search_rank
 from kb_tools.search import tokenize as search_tokenize
@@ -44,6 +45,7 @@ FORMAT = 1
 SEARCH_PAYLOAD_LIMIT = 2_000_000  # bytes a first search may fetch, index and table together
 
 # kb_tools.search.rank constants the ranking reads; each is exported by name, never copied into the JS.
+ANSWER_CONSTANTS = ("CLOSE_SHARE", "DIFFERENTIAL_SIZE", "SCOPE_CONFIDENCE")  # kb_tools.search.answer's
 CONSTANTS = ("BM25_K1", "BM25_B", "LINE_BONUS", "CANDIDATES", "VAGUE_IDF", "TRIAGE_PRIOR", "LOW_CONFIDENCE",
              "LEXICAL_SHARE", "DENSE_BASELINE_RANK", "DENSE_CONFIDENCE", "DENSE_FLOOR", "MAX_QUERY_CHARS", "MAX_CORRECTED_WORD")
 
@@ -59,7 +61,8 @@ def index_data(kb, table: dict | None, data_dir: str = embed.DATA_DIR) -> dict:
     entries = [records[("e", i)] for i in range(n)]
     data = {
         "format": FORMAT,
-        "constants": {name: getattr(search_rank, name) for name in CONSTANTS},
+        "constants": {**{name: getattr(search_rank, name) for name in CONSTANTS},
+                      **{name: getattr(search_answer, name) for name in ANSWER_CONSTANTS}},
         # Python 3.12's sum() of floats is compensated (Neumaier); the port adds the way this Python does
         "compensated_sum": sys.version_info >= (3, 12),
         "stop_stems": sorted(search_tokenize.STOP_STEMS),
@@ -67,7 +70,9 @@ def index_data(kb, table: dict | None, data_dir: str = embed.DATA_DIR) -> dict:
         "word_chars": search_tokenize.WORD_CHARS, "special": sorted(search_tokenize.SPECIAL_TOKENS),
         "letters": search_rank.SPELLING_LETTERS,
         "ids": header["ids"], "areas": header["areas"],
-        "titles": [e[0] for e in entries], "symptoms": [e[1] for e in entries],
+        "titles": [e[0] for e in entries], "symptoms": [e[1] for e in entries], "checks": [e[4] for e in entries],
+        "scope": {"covers": search_answer.COVERS,
+                  "topics": [[name, phrases] for name, phrases in search_answer.SCOPE_TOPICS.values()]},
         "line_terms": [e[2] for e in entries],
         "terms": terms, "idf": [records[("p", t)][0] for t in terms], "postings": postings,
         "phrases": [[list(k), v] for k, v in header["phrases"].items()], "longest": header["longest"],
