@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kb_tools.core.util import first_sentence
+from kb_tools.core.util import TELL_APART_CHARS, check_line
 from kb_tools.lint import lint_text
 from kb_tools.search import answer as search_answer
 from kb_tools.search import report as reports
@@ -156,7 +156,7 @@ def test_close_leaders_each_get_their_checks_first_sentence(shipped_kb, shipped_
     assert len(result.hits) == len(group) or result.hits[len(group)].score < search_answer.CLOSE_SHARE * top \
         or len(group) == search_answer.DIFFERENTIAL_SIZE
     for hit in group:
-        assert result.tell_apart[hit.id] == first_sentence(shipped_kb.entries[hit.id].check)
+        assert result.tell_apart[hit.id] == check_line(shipped_kb.entries[hit.id].check)
     printed = kb("search", query).stdout
     assert printed.count("tell apart: ") == len(group)
     data = json.loads(kb("search", query, "--json").stdout)
@@ -196,3 +196,13 @@ def test_scope_words_match_whole_words_only():
     assert " oom " in words and " room " in words and words.count("oom") == 2
     assert search_answer.out_of_scope("the room is warm", []) is None
     assert search_answer.out_of_scope("CUDA OOM!", []) is not None
+
+
+def test_a_tell_apart_line_is_at_least_a_useful_sentence_long():
+    assert check_line("Three measurements, in order. First the gradient of the term. Then the rest.") == \
+        "Three measurements, in order. First the gradient of the term. Then the rest."
+    long_first = "Perturb one token: " + "check that every earlier output is unchanged " * 9 + ". More."
+    line = check_line(long_first)
+    assert line.startswith("Perturb one token: check that") and len(line) >= TELL_APART_CHARS
+    assert check_line("Print the lr where the loss flattens; a value far below the start is this entry.") == \
+        "Print the lr where the loss flattens; a value far below the start is this entry."

@@ -164,11 +164,11 @@ _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "cf.", "vs.")
 TODO_CHARS = 220  # a longer first sentence is cut at its first colon or semicolon
 
 
-def first_sentence(text) -> str:
+def first_sentence(text, limit: int = TODO_CHARS) -> str:
     """The first sentence of a prose field, for one-line summaries (the entry page's "what to do",
     `kb search`'s "tell apart" check):
     a period inside a code span or after "e.g." does not end it, and a sentence over TODO_CHARS
-    stops at its first colon or semicolon (the rest is under Fix)."""
+    stops at its first colon or semicolon (the rest is under Fix); `limit` sets that length."""
     import re  # here, not at the top: `kb search` loads this module on its start-up path
     text = " ".join(str(text or "").split())
     spans = [m.span() for m in re.finditer(r"(`+)(.+?)\1", text, re.S)]
@@ -183,8 +183,26 @@ def first_sentence(text) -> str:
             end = m.start()
             break
     sentence = text[:end]
-    if len(sentence) > TODO_CHARS:
+    if len(sentence) > limit:
         cut = next((m.start() for m in re.finditer(r"[:;] ", sentence) if m.start() >= 30 and not in_code(m.start())), None)
         if cut is not None:
             sentence = sentence[:cut] + "."
     return sentence
+
+
+TELL_APART_CHARS = 80  # a check's first sentence shorter than this ("Three measurements, in order.") says too little
+TELL_APART_LIMIT = 320  # a longer sentence is cut at its first colon or semicolon, as first_sentence cuts
+
+
+def check_line(text) -> str:
+    """An entry's check as one line for `kb search`'s "tell apart": its first sentence, and the next
+    ones while the line is under TELL_APART_CHARS (each sentence cut as first_sentence cuts it)."""
+    text = " ".join(str(text or "").split())
+    line = ""
+    while text and len(line) < TELL_APART_CHARS:
+        sentence = first_sentence(text, TELL_APART_LIMIT)
+        if not text.startswith(sentence):  # cut at a colon or semicolon: keep that mark and go on after it
+            sentence = text[:len(sentence)]
+        line = f"{line} {sentence}".strip()
+        text = text[len(sentence):].strip()
+    return line[:-1] + "." if line.endswith((":", ";")) else line

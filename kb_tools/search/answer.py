@@ -3,8 +3,9 @@ to call, and a scope note when the query is about something this KB does not cov
 
 A differential: when the second (and third) hit score within CLOSE_SHARE of the first, the words
 cannot decide between them, and reading three entries is slower than running one check. Each
-entry's check already names what tells it from its look-alikes; its first sentence is the
-"tell apart" line (kept in the search index, so no KB load on this path). On the real-report dev
+entry's check already names what tells it from its look-alikes; its opening sentence (two when the
+first is short: core.util.check_line) is the "tell apart" line, kept in the search index, so no KB
+load on this path. On the real-report dev
 split, 51 of 148 queries get a group at 0.85; the first hit is right for 33 of them and the group
 holds the answer for 40 (BENCHMARKS.md "Differential").
 

@@ -37,7 +37,7 @@ def index_parts(kb, embedder=None, dense: bool = True) -> tuple:
     The header holds what every query needs (ids, phrase table, lengths, areas
     and tags for filters); records hold what a query reads selectively:
     ("p", term) -> (IDF, postings [(entry, weighted tf)]), ("e", entry) -> (title,
-    symptoms, each symptom's terms, each symptom's IDF mass, the check's first sentence: the
+    symptoms, each symptom's terms, each symptom's IDF mass, the check's opening (check_line): the
     "tell apart" line of a differential). A term is known when
     it has a "p" record; its IDF is read with its postings, so opening the index
     never decodes the whole vocabulary.
@@ -68,11 +68,11 @@ def index_parts(kb, embedder=None, dense: bool = True) -> tuple:
             postings.setdefault(term, []).append((idx, tf))
     n = max(len(ids), 1)
     idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in postings.items()}
-    from kb_tools.core.util import first_sentence
+    from kb_tools.core.util import check_line
     for idx, e in enumerate(kb.entries.values()):  # each symptom line's IDF mass, summed once here, not per query
         title, symptoms, line_terms = records[("e", idx)]
         records[("e", idx)] = (title, symptoms, line_terms, [sum(idf[t] for t in line) for line in line_terms],
-                               first_sentence(e.check))
+                               check_line(e.check))
     records.update((("p", term), (idf[term], p)) for term, p in postings.items())
     header = {"ids": ids, "areas": areas, "tags": tags, "lengths": lengths,
               "phrases": phrases, "longest": longest, "problems": [str(p) for p in kb.problems],
