@@ -159,7 +159,8 @@ def shipped_sources(kb) -> str:
 class Example:
     """A command shown in README.md with what it prints, run on the checkout when the docs are generated.
 
-    `command` is what the reader types: `kb ...`, optionally piped to `python` (the output runs as a
+    `command` is what the reader types: `kb ...` (optionally reading a file of the checkout with `< FILE`),
+    optionally piped to `python` (the output runs as a
     script, on CPU as the snippet tests run it) or to `head -N`; `status` is the exit status it must
     end with. `lines` keeps that many lines of the output (negative: drops that many from the end)
     and marks the cut with `...`. With `edit`, (file under the checkout, old text, new text), the
@@ -183,6 +184,8 @@ EXAMPLES = {
         Example('kb search "qwertyuiop asdfghjkl"'),
     ],
     "example-search-json": [Example('kb search "loss flat" -n 1 --json')],
+    "example-search-report": [Example("kb search - -n 3 < examples/issue_flat_loss.md")],
+    "example-search-scope": [Example('kb search "CUDA out of memory when I train ViT-L with batch size 64" -n 2')],
     "example-show": [
         Example("kb show O12 | head -4"),
         Example("kb show double-softmx", status=1),
@@ -221,6 +224,12 @@ def run_example(example: Example, checkout: str) -> str:
     from kb_tools.snippets.runner import child_env
     stages = [stage.strip() for stage in example.command.split(" | ")]
     argv = shlex.split(stages[0])
+    stdin = ""
+    if "<" in argv:  # `kb search - < examples/issue.md`: a file of the checkout on standard input
+        at = argv.index("<")
+        with open(os.path.join(checkout, argv[at + 1]), encoding="utf-8") as fh:
+            stdin = fh.read()
+        argv = argv[:at] + argv[at + 2:]
     if argv[:1] != ["kb"]:
         raise KBError(f"example `{example.command}`: an example runs a kb command")
     # as a reader's shell runs it: the packaged ranking (not KB_MODEL_DIR's), no colour, this KB
@@ -232,7 +241,8 @@ def run_example(example: Example, checkout: str) -> str:
         if example.edit is not None:  # a changed copy: uncached, so no cache file is left for it
             where, env["KB_NO_CACHE"] = os.path.join(tmp, "checkout"), "1"
             _copy_with_edit(checkout, where, example.copy, *example.edit)
-        proc = _run([sys.executable, "-m", "kb_tools", "--kb", os.path.join(where, "kb"), *argv[1:]], where, env)
+        proc = _run([sys.executable, "-m", "kb_tools", "--kb", os.path.join(where, "kb"), *argv[1:]], where, env,
+                    stdin=stdin)
         out, err = proc.stdout, proc.stderr
         for stage in stages[1:]:  # the pipeline's status is its last command's, as in a shell
             if stage == "python" and proc.returncode == 0:
