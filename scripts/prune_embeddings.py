@@ -45,8 +45,9 @@ def _strings(node):
     if isinstance(node, str):
         yield node
     elif isinstance(node, dict):
-        for value in node.values():
-            yield from _strings(value)
+        for key, value in node.items():
+            if key != "report":  # whole reports were added after the fit: the table never read them
+                yield from _strings(value)
     elif isinstance(node, list):
         for value in node:
             yield from _strings(value)
