@@ -86,7 +86,8 @@ def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str |
         header += ("\nThe first " + str(len(result.tell_apart)) + " entries are too close to call from the words; "
                    "one check tells them apart:\n" + "".join(f"- {e}: {line}\n" for e, line in result.tell_apart.items()))
     text, included = _within_budget(header, budget, [
-        (compact_markdown(kb.entries[hit.id], hit.matched),
+        (compact_markdown(kb.entries[hit.id],  # what a pasted report showed, beside the symptom that matched
+                          "; ".join([hit.matched] + [line for _, line in result.evidence.get(hit.id, ())])),
          {"id": hit.id, "title": hit.title, "score": round(hit.score, 1), "low_confidence": hit.low_confidence,
           **({"tell_apart": result.tell_apart[hit.id]} if hit.id in result.tell_apart else {}),
           **({"evidence": [line for _, line in result.evidence[hit.id]]} if result.evidence.get(hit.id) else {})})

@@ -70,7 +70,7 @@ def out_of_scope(query: str, hits: list) -> str | None:
     if hits and hits[0].score >= SCOPE_CONFIDENCE:
         return None
     words = scope_words(query)
-    for topic, (name, phrases) in SCOPE_TOPICS.items():
+    for name, phrases in SCOPE_TOPICS.values():
         if any(f" {phrase} " in words for phrase in phrases):
             return f"this reads as {name}, which the KB does not cover; {COVERS}"
     return None

@@ -83,8 +83,9 @@ def is_report(text: str) -> bool:
     return "\n" in text.strip()
 
 
-_BOILERPLATE = re.compile(r"^\s*(?:#{1,6}\s|[-*]\s*\[[ xX]\]|<!--|\*\*[^*]{0,60}\*\*:?\s*$|(?:hi|hello|thanks?(?: you)?)\b[\s,!.]*\w{0,12}[\s,!.]*$)",
-                          re.I)
+# issue-template lines: a Markdown heading, a checkbox, a comment, a bold label alone, a greeting
+_BOILERPLATE = re.compile(r"^\s*(?:#{1,6}\s|[-*]\s*\[[ xX]\]|<!--|\*\*[^*]{0,60}\*\*:?\s*$"
+                          r"|(?:hi|hello|thanks?(?: you)?)\b[\s,!.]*\w{0,12}[\s,!.]*$)", re.I)
 
 
 def _block_kind(lines: list) -> str:
@@ -249,7 +250,7 @@ def _series(log_lines: list) -> dict:
 def log_signatures(log_lines: list) -> dict:
     """{signature: what was read} for the SIGNATURES a log shows; see each rule below."""
     s = _series(log_lines)
-    found = {}
+    found: dict[str, dict] = {}
     train, val, lr = s["train"], s["val"], s["lr"]
     finite = [x for x in train if math.isfinite(x)]
     if train and not math.isfinite(train[0]):
