@@ -206,3 +206,15 @@ def test_a_tell_apart_line_is_at_least_a_useful_sentence_long():
     assert line.startswith("Perturb one token: check that") and len(line) >= TELL_APART_CHARS
     assert check_line("Print the lr where the loss flattens; a value far below the start is this entry.") == \
         "Print the lr where the loss flattens; a value far below the start is this entry."
+
+
+def test_kb_context_reads_a_report_and_names_the_close_leaders_checks():
+    out = kb("context", "-", "--json", stdin=open(os.path.join(ROOT, "examples", "issue_flat_loss.md")).read())
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    found = {e["id"]: e for e in data["entries"]}
+    assert any(line.startswith("kb lint: KBL004") for line in found["optimizer-step-order"]["evidence"])
+    close = [e for e in data["entries"] if "tell_apart" in e]
+    assert len(close) >= 2 and "one check tells them apart:\n" in data["markdown"]
+    for e in close:
+        assert f"- {e['id']}: {e['tell_apart']}" in data["markdown"]

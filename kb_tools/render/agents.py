@@ -83,8 +83,10 @@ def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str |
     if result.scope:
         header += f"\nOut of scope: {result.scope}. The entries below are guesses.\n"
     elif result.tell_apart:
-        header += ("\nThe first " + str(len(result.tell_apart)) + " entries are too close to call from the words; "
-                   "one check tells them apart:\n" + "".join(f"- {e}: {line}\n" for e, line in result.tell_apart.items()))
+        close = f"\nThe first {len(result.tell_apart)} entries are too close to call from the words; one check tells them apart"
+        lines = ":\n" + "".join(f"- {e}: {line}\n" for e, line in result.tell_apart.items())
+        # the checks themselves when they leave room for the entries; else the entries' own checks below
+        header += close + (lines if estimate_tokens(header + close + lines) <= budget // 2 else " (How to check, below).\n")
     text, included = _within_budget(header, budget, [
         (compact_markdown(kb.entries[hit.id],  # what a pasted report showed, beside the symptom that matched
                           "; ".join([hit.matched] + [line for _, line in result.evidence.get(hit.id, ())])),
