@@ -119,7 +119,7 @@ def answer(index, text: str, limit: int = 10, area: str | None = None, tag: str 
     from kb_tools.search.rank import allowed_entries, rank, validate_query
     allowed = allowed_entries(index, area, tag)
     evidence = report = None
-    if "\n" in text.strip():  # report.is_report, without importing the report reader (and `re`) for one line
+    if "\n" in text.strip():  # a pasted report; a one-line query never imports the reader (nor `re`)
         from kb_tools.search import report as reports
         hits, evidence, report = reports.rank_report(index, text, limit, allowed=allowed, dense=dense,
                                                      lint_source=lint_source)

@@ -13,9 +13,10 @@ part is read by what understands it:
   chance value of its classes, a NaN after a spike, validation rising while training falls, a loss
   near zero from the first steps, a learning rate printed as zero.
 
-`rank_report` fuses that evidence with the text ranking (the bonuses below were set on the
-real-report dev split's whole reports; BENCHMARKS.md "Whole reports"). No torch, no numpy: this is
-on `kb search`'s path (for a report; a one-line query never loads it).
+`rank_report` fuses that evidence with the text ranking by adding fixed bonuses (below), checked on
+the whole reports of the dev split and of the training reports: halving, doubling or dropping them
+moves one or two of 96 reports (BENCHMARKS.md "Whole reports"). No torch, no numpy: this is on
+`kb search`'s path (for a report; a one-line query never loads it).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-# Fusion (set on dev): bonuses in the ranking's confidence units (0-100, LOW_CONFIDENCE is 35)
+# Fusion: bonuses in the ranking's confidence units (0-100, LOW_CONFIDENCE is 35)
 LINT_BONUS = 40.0          # `kb lint` found the entry's mistake in the pasted code
 MESSAGE_BONUS = 30.0       # an error line holds one of the entry's error-message symptoms
 SIGNATURE_BONUS = 12.0     # the log shows a signature tied to the entry
@@ -76,11 +77,6 @@ class Report:
     def text(self) -> str:
         """What the text ranking reads: the prose and the error lines, in the report's words."""
         return "\n".join(self.prose + self.errors)
-
-
-def is_report(text: str) -> bool:
-    """Whether a query is a pasted report rather than a one-line symptom (the site's box holds one line)."""
-    return "\n" in text.strip()
 
 
 # issue-template lines: a Markdown heading, a checkbox, a comment, a bold label alone, a greeting
