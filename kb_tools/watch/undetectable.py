@@ -90,7 +90,6 @@ NO_CHECK_YET = {
     "gan-discriminator-wins": "a discriminator whose outputs on generated samples sit near 0 while the generator's "
                               "gradient shrinks toward 0",
     "integer-division-inputs": "model inputs with one or two distinct values after an integer division of the data",
-    "autoregressive-off-by-one": "the targets at each position equal the model's input ids at the same position",
     "bf16-weight-update-underflow": "bfloat16 parameters without an fp32 copy whose values do not change at step()",
     "class-imbalance": "the class frequencies of the cross-entropy targets, and predictions all of one class",
     "clip-threshold-too-small": "the norm clip_grad_norm_ returns far above max_norm on every call",

@@ -38,8 +38,8 @@ class Tagger(nn.Module):
 def train(model, optimizer, loader, marker, epochs=3):
     for _ in range(epochs):
         for (ids,) in loader:
-            labels = mask_prompt(ids, marker)
-            logits = model(ids)
+            labels = mask_prompt(ids, marker)[:, 1:]  # position t predicts token t + 1
+            logits = model(ids)[:, :-1]
             tokens = (labels != -100).sum().clamp(min=1)
             loss = F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1), reduction="sum") / tokens
             optimizer.zero_grad()
