@@ -218,3 +218,13 @@ def test_kb_context_reads_a_report_and_names_the_close_leaders_checks():
     assert len(close) >= 2 and "one check tells them apart:\n" in data["markdown"]
     for e in close:
         assert f"- {e['id']}: {e['tell_apart']}" in data["markdown"]
+
+
+def test_a_line_longer_than_any_line_of_code_is_never_matched_as_code():
+    """The code-line pattern backtracks quadratically on a 100 kB "for a in a in ..." line (1.6 s):
+    lines over MAX_CODE_LINE are not offered to it, so they stay prose."""
+    short = "for x, y in loader:"
+    huge = "for " + "a in " * 20_000 + ":"
+    assert reports.split_report(short + "\n    loss.backward()").code == ["for x, y in loader:\n    loss.backward()"]
+    parts = reports.split_report(huge + "\nloss flat")
+    assert parts.code == [] and parts.prose == [huge, "loss flat"]

@@ -30,6 +30,7 @@ MESSAGE_BONUS = 30.0       # an error line holds one of the entry's error-messag
 SIGNATURE_BONUS = 12.0     # the log shows a signature tied to the entry
 MESSAGE_COVERAGE = 0.8     # share of a symptom's message words an error line must hold
 CANDIDATES = 30            # text hits the evidence re-orders (an entry with evidence joins them)
+MAX_CODE_LINE = 400        # characters: a longer unindented line is never read as a line of code
 
 # Log signatures and the entries each points to (every id is checked against the KB by a test).
 SIGNATURES = {
@@ -135,7 +136,9 @@ def split_report(text: str) -> Report:
             block.append(line)
             continue
         stripped = line.strip()
-        if line.startswith(("    ", "\t")) or (stripped and _CODE_LINE.search(line)) or (block and not stripped):
+        # a code line is short: the cap also keeps the pattern's backtracking off a pasted 100 kB line
+        looks_like_code = stripped and len(line) <= MAX_CODE_LINE and _CODE_LINE.search(line)
+        if line.startswith(("    ", "\t")) or looks_like_code or (block and not stripped):
             block.append(line)
             continue
         close_block()
