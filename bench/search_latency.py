@@ -1,8 +1,9 @@
-"""End-to-end latency of `kb search` (hybrid) and `kb search --lexical`, as ratios to Python's start-up.
+"""End-to-end latency of `kb search` (hybrid), `kb search --lexical` and `kb search -` on a whole pasted
+report (examples/issue_flat_loss.md: the report reader and kb lint), as ratios to Python's start-up.
 
 Each timing is a fresh process, the way a person or an agent calls the tool.
 `python -c pass` runs interleaved with the searches in the same loop, so load on
-the shared machine affects all three alike; the ratios are the numbers to
+the shared machine affects all four alike; the ratios are the numbers to
 compare. Then the same searches over 5,000 generated entries (a synthetic KB
 made from the shipped one), reported as medians in milliseconds.
 
@@ -33,15 +34,21 @@ def kb_command() -> list:
     return [script] if os.path.exists(script) else [sys.executable, "-m", "kb_tools"]
 
 
-def timed(cmd: list, env: dict) -> float:
+REPORT = os.path.join(ROOT, "examples", "issue_flat_loss.md")  # a whole report: prose, code, log lines
+
+
+def timed(cmd: list, env: dict, stdin: str | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(cmd, env=env, input=stdin, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=True)
     return time.perf_counter() - start
 
 
 def measure(kb_dir: str, runs: int, env: dict) -> dict:
     """Median milliseconds of `python -c pass`, a hybrid search and a lexical one, interleaved."""
-    series = {"python_ms": [], "search_ms": [], "lexical_ms": []}
+    series = {"python_ms": [], "search_ms": [], "lexical_ms": [], "report_ms": []}
+    with open(REPORT, encoding="utf-8") as fh:
+        pasted = fh.read()
     for query in QUERIES:  # warm the KB cache and the OS file cache
         timed(kb_command() + ["--kb", kb_dir, "search", query, "--json"], env)
     for i in range(runs):
@@ -49,13 +56,15 @@ def measure(kb_dir: str, runs: int, env: dict) -> dict:
         series["python_ms"].append(timed([sys.executable, "-c", "pass"], env))
         series["search_ms"].append(timed(kb_command() + ["--kb", kb_dir, "search", query, "--json"], env))
         series["lexical_ms"].append(timed(kb_command() + ["--kb", kb_dir, "search", "--lexical", query, "--json"], env))
+        series["report_ms"].append(timed(kb_command() + ["--kb", kb_dir, "search", "-", "--json"], env, pasted))
     return {name: statistics.median(values) * 1000 for name, values in series.items()}
 
 
 def report(label: str, m: dict) -> str:
     return (f"{label}: python -c pass {m['python_ms']:.1f} ms; kb search {m['search_ms']:.1f} ms "
             f"({m['search_ms'] / m['python_ms']:.2f}x); kb search --lexical {m['lexical_ms']:.1f} ms "
-            f"({m['lexical_ms'] / m['python_ms']:.2f}x)")
+            f"({m['lexical_ms'] / m['python_ms']:.2f}x); kb search - < {os.path.basename(REPORT)} "
+            f"{m['report_ms']:.1f} ms ({m['report_ms'] / m['python_ms']:.2f}x)")
 
 
 def generate_kb(src_kb: str, dest: str, count: int) -> str:

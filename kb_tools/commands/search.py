@@ -55,9 +55,8 @@ def run(args) -> int:
                          "or --from-watch REPORT)")
     index = load_index(args.kb, dense=not args.lexical)
     fail_if_invalid(index.header["problems"])
-    from kb_tools.lint import lint_text  # the package's __init__ only: the engine loads for a report's code
     result = answer(index, query, limit=args.limit, area=args.area, tag=args.tag, dense=not args.lexical,
-                    lint_source=lint_text)
+                    lint_source=_lint_report_code)
     why = None if args.lexical else dense_unavailable(index)
     if why:
         print(f"kb: lexical ranking only: {why}", file=sys.stderr)
@@ -66,6 +65,12 @@ def run(args) -> int:
         return EXIT_OK
     print_answer(result)
     return EXIT_OK
+
+
+def _lint_report_code(code: str, path: str) -> list:
+    """kb lint on a pasted report's code, imported only when a report holds code (a plain search never does)."""
+    from kb_tools.lint import lint_text
+    return lint_text(code, path)
 
 
 def print_answer(result) -> None:
