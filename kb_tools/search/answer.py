@@ -5,16 +5,16 @@ A differential: when the second (and third) hit score within CLOSE_SHARE of the 
 cannot decide between them, and reading three entries is slower than running one check. Each
 entry's check already names what tells it from its look-alikes; its opening sentence (two when the
 first is short: core.util.check_line) is the "tell apart" line, kept in the search index, so no KB
-load on this path. On the real-report dev
-split, 51 of 148 queries get a group at 0.85; the first hit is right for 33 of them and the group
-holds the answer for 40 (BENCHMARKS.md "Differential").
+load on this path. On the real-report dev split, 51 of 148 queries get a group at 0.85; the first
+hit is right for 33 of them and the group holds the answer for 40 (BENCHMARKS.md "Whole reports,
+tell apart and out of scope").
 
 A scope note: out-of-memory errors, installation, slow steps, distributed set-up, export and plain
 API questions are not "training runs but does not learn". A query that reads as one of those
 (SCOPE_TOPICS) and whose best hit explains it poorly (under SCOPE_CONFIDENCE) gets one line on
 what the KB covers, and every hit is marked a guess. An entry that names the message exactly
 (`CUDA out of memory inside optimizer.step()` -> fused-foreach-optimizer) scores above it and
-keeps its place. The patterns and the threshold were set on the dev half of
+keeps its place. The phrases and the threshold were set on the dev half of
 tests/real_reports/out_of_scope.yaml and the in-scope dev split; the test half measures them.
 
 The docs site's script reads CLOSE_SHARE, SCOPE_CONFIDENCE and SCOPE_TOPICS from the exported
