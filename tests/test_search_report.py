@@ -228,3 +228,9 @@ def test_a_line_longer_than_any_line_of_code_is_never_matched_as_code():
     assert reports.split_report(short + "\n    loss.backward()").code == ["for x, y in loader:\n    loss.backward()"]
     parts = reports.split_report(huge + "\nloss flat")
     assert parts.code == [] and parts.prose == [huge, "loss flat"]
+
+
+def test_python_warnings_about_pasted_code_stay_off_the_users_terminal():
+    report = 'loss flat\n```\nx = 1if y else 2\npath = "C:\\data"\nloss.backward()\n```\n'
+    out = kb("search", "-", "-n", "1", stdin=report)
+    assert out.returncode == 0 and out.stderr == "", out.stderr

@@ -174,15 +174,18 @@ def lint_entries(code_blocks: list, lint_source) -> dict:
     joined to the other blocks; fragments that still do not parse are skipped, never guessed at."""
     if not code_blocks or lint_source is None:
         return {}
+    import warnings
     found = {}
     attempts = list(code_blocks) + (["\n".join(code_blocks)] if len(code_blocks) > 1 else [])
-    for code in attempts:
-        code = _parsable(code, lint_source)
-        if code is None:
-            continue
-        for f in lint_source(code, "<report>"):
-            if f.entry:
-                found.setdefault(f.entry, f"{f.code} {f.message}")
+    with warnings.catch_warnings():  # "invalid escape sequence" and the like: about the paste, not for the user
+        warnings.simplefilter("ignore", SyntaxWarning)
+        for code in attempts:
+            code = _parsable(code, lint_source)
+            if code is None:
+                continue
+            for f in lint_source(code, "<report>"):
+                if f.entry:
+                    found.setdefault(f.entry, f"{f.code} {f.message}")
     return found
 
 
