@@ -92,7 +92,6 @@ NO_CHECK_YET = {
     "integer-division-inputs": "model inputs with one or two distinct values after an integer division of the data",
     "bf16-weight-update-underflow": "bfloat16 parameters without an fp32 copy whose values do not change at step()",
     "class-imbalance": "the class frequencies of the cross-entropy targets, and predictions all of one class",
-    "clip-threshold-too-small": "the norm clip_grad_norm_ returns far above max_norm on every call",
     "ddp-unused-parameters": "parameters of a DDP model that never get a gradient",
     "dropout-batchnorm-shift": "a Dropout whose output goes straight into a BatchNorm",
     "exploding-gradients": "gradient norms growing from the last parameterised layer to the first",
