@@ -9,7 +9,7 @@ import sys
 
 from kb_tools.commands.common import load_kb_checked
 from kb_tools.commands.output import EXIT_FAIL, EXIT_OK, fail_if_invalid, print_json, query_text, style
-from kb_tools.core.util import UsageError
+from kb_tools.core.util import UsageError, plural
 
 NAME = "search"
 SUMMARY = "rank entries for a symptom"
@@ -100,10 +100,8 @@ def print_answer(result) -> None:
 
 def report_summary(report) -> str:
     """One line on how a pasted report was read."""
-    def count(n, one, many=None):
-        return f"{n} {one if n == 1 else (many or one + 's')}"
-    return (f"read as a report: {count(len(report.prose), 'line')} of text, {count(len(report.code), 'code block')} "
-            f"(kb lint), {count(len(report.errors), 'error line')}, {count(len(report.logs), 'log line')}")
+    return (f"read as a report: {plural(len(report.prose), 'line')} of text, {plural(len(report.code), 'code block')} "
+            f"(kb lint), {plural(len(report.errors), 'error line')}, {plural(len(report.logs), 'log line')}")
 
 
 def search_from_lint(args, query: str) -> int:

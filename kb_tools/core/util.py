@@ -160,6 +160,11 @@ def dead_mentions(text: str, known) -> list:
     return list(dict.fromkeys(out))
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 line', '3 lines' ('3 matches' with many="matches")."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "cf.", "vs.")
 TODO_CHARS = 220  # a longer first sentence is cut at its first colon or semicolon
 

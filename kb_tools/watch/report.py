@@ -10,7 +10,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from kb_tools.core.util import KBError, write_atomic
+from kb_tools.core.util import KBError, plural, write_atomic
 
 REPORT_VERSION = 1
 
@@ -76,10 +76,6 @@ def merge_reports(reports: list, exit_status: int | None = None, command: list |
     return {"version": REPORT_VERSION, "findings": findings, "run": run, "checks": reports[0].get("checks", [])}
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def _use_colour(stream) -> bool:
     return hasattr(stream, "isatty") and stream.isatty() and not os.environ.get("NO_COLOR") \
         and os.environ.get("TERM") != "dumb"
@@ -113,7 +109,7 @@ def summary_line(report: dict, shown: int | None = None) -> str:
     """`kb watch: N findings in S steps ...`: what was found, how the run ended, what was watched."""
     run = report["run"]
     n = len(report["findings"]) if shown is None else shown
-    found = _plural(n, "finding") if n else "nothing found"
+    found = plural(n, "finding") if n else "nothing found"
     steps = run.get("steps", 0)
     how = []
     if run.get("stopped_after_steps"):
@@ -124,18 +120,18 @@ def summary_line(report: dict, shown: int | None = None) -> str:
     watched = []
     for key, word in (("models", "model"), ("optimizers", "optimizer"), ("losses", "loss")):
         count = len(run.get(key, []))
-        watched.append(_plural(count, word) if word != "loss" else f"{count} loss{'' if count == 1 else 'es'}")
+        watched.append(plural(count, word, "losses" if word == "loss" else None))
     ranks = run.get("ranks") or []
     if len(ranks) > 1:
         watched.append(f"{len(ranks)} ranks")
-    text = f"kb watch: {found} in {_plural(steps, 'optimizer step')}"
+    text = f"kb watch: {found} in {plural(steps, 'optimizer step')}"
     if how:
         text += f" ({'; '.join(how)})"
     text += f"; watched {', '.join(watched)}"
     if not steps:
         text += "; no optimizer step ran, so the checks that compare steps had nothing to compare"
     if run.get("internal_errors"):
-        text += f"; {_plural(len(run['internal_errors']), 'check')} stopped on an internal error (see --json)"
+        text += f"; {plural(len(run['internal_errors']), 'check')} stopped on an internal error (see --json)"
     return text
 
 

@@ -17,6 +17,7 @@ import importlib
 import pkgutil
 import re
 
+from kb_tools.core.util import plural  # noqa: F401  (the checks import it from here)
 from kb_tools.watch.report import Finding
 
 # The callbacks a check may implement. "sampled" ones run only on sampled steps (the first
@@ -139,10 +140,6 @@ def names(items: list, limit: int = 4) -> str:
     if len(items) <= limit:
         return ", ".join(items)
     return f"{', '.join(items[:limit])} and {len(items) - limit} more"
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def overridden(check, event: str) -> bool:
