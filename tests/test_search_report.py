@@ -234,3 +234,12 @@ def test_python_warnings_about_pasted_code_stay_off_the_users_terminal():
     report = 'loss flat\n```\nx = 1if y else 2\npath = "C:\\data"\nloss.backward()\n```\n'
     out = kb("search", "-", "-n", "1", stdin=report)
     assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
+def test_an_area_filter_holds_for_what_a_report_shows_too(shipped_index, shipped_kb):
+    area = shipped_kb.entries["scheduler-step-order"].area
+    other = next(a for a in ("loss", "data", "wiring") if a != area)
+    from kb_tools.search.rank import allowed_entries
+    result = answer(shipped_index, REPORT, 10, area=other, lint_source=lint_text)
+    kept = {shipped_index.header["ids"][i] for i in allowed_entries(shipped_index, other)}
+    assert result.hits and {h.id for h in result.hits} <= kept and set(result.evidence) <= kept

@@ -180,7 +180,7 @@ def lint_entries(code_blocks: list, lint_source) -> dict:
     with warnings.catch_warnings():  # "invalid escape sequence" and the like: about the paste, not for the user
         warnings.simplefilter("ignore", SyntaxWarning)
         for code in attempts:
-            code = _parsable(code, lint_source)
+            code = _parsable(code)
             if code is None:
                 continue
             for f in lint_source(code, "<report>"):
@@ -192,7 +192,7 @@ def lint_entries(code_blocks: list, lint_source) -> dict:
 PARSE_REPAIRS = 12  # lines a pasted fragment may lose before it is given up
 
 
-def _parsable(code: str, lint_source):
+def _parsable(code: str):
     """`code`, or the largest part of it Python can parse: a pasted fragment often has a console
     prompt, an elided line (`...`) or a statement cut at the end of the paste. The line a
     SyntaxError names is dropped (the last line when the error is past the end), PARSE_REPAIRS times
@@ -296,9 +296,6 @@ class Evidence:
     def add(self, entry: str, kind: str, line: str) -> None:
         self.by_entry.setdefault(entry, []).append((kind, line))
 
-    def to_json(self) -> dict:
-        return {e: [{"kind": k, "found": line} for k, line in items] for e, items in self.by_entry.items()}
-
 
 BONUS = {"lint": LINT_BONUS, "message": MESSAGE_BONUS, "log": SIGNATURE_BONUS}
 
@@ -311,7 +308,8 @@ def read_evidence(report: Report, kb_messages: dict, known: set, lint_source=Non
         if entry in known:
             evidence.add(entry, "lint", f"kb lint: {line}")
     for entry, message in message_entries(report.errors, kb_messages).items():
-        evidence.add(entry, "message", f"error message: {message}")
+        if entry in known:
+            evidence.add(entry, "message", f"error message: {message}")
     for name, facts in log_signatures(report.logs).items():
         for entry in SIGNATURES[name][1]:
             if entry in known:
