@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 from kb_tools.watch.checks import Check, plural
 
 MIN_CALLS = 8
@@ -40,7 +42,7 @@ class ClipThresholdTooSmall(Check):
             return
         first = call.parameters[0]
         opt = next((o for o in s.live_optimizers() if any(p is first for p in s.params_of(o))), None)
-        if opt is None or type(opt).__name__ != "SGD":
+        if not isinstance(opt, torch.optim.SGD):
             return
         try:
             norm = float(call.norm)
