@@ -354,7 +354,8 @@
     // answer: rank's hits with what `kb search --json` says beside them (tell_apart, out_of_scope)
     answer(query, limit = 10, dense = true) {
       const hits = this.rank(query, limit, dense);
-      const scope = this.validate(query) === null ? null : this.outOfScope(this.validate(query), hits);
+      const words = this.validate(query);
+      const scope = words === null ? null : this.outOfScope(words, hits);
       if (scope) {
         for (const h of hits) { h.low_confidence = true; h.out_of_scope = scope; }
         return hits;
