@@ -23,7 +23,7 @@ only, as `kb search` does.
 The token table is the packaged one, whole (1.1 MB: 7,988 tokens x 128 int8 dimensions): a
 copy for the site alone would rank differently from `kb search`, so the table was made small
 for both (scripts/prune_embeddings.py; kb_tools/embeddings/README.md, step 5). Every file here
-together stays under SEARCH_PAYLOAD_LIMIT bytes, which a test holds.
+together stays under 2 MB, which a test holds.
 """
 from __future__ import annotations
 
@@ -42,7 +42,6 @@ from kb_tools.search import tokenize as search_tokenize
 INDEX_FILE = "search/kb-index.json"
 SCRIPT, STYLE = "kb-search.js", "kb-search.css"  # in site_templates/, copied to search/
 FORMAT = 1
-SEARCH_PAYLOAD_LIMIT = 2_000_000  # bytes a first search may fetch, index and table together
 
 # kb_tools.search.rank constants the ranking reads; each is exported by name, never copied into the JS.
 ANSWER_CONSTANTS = ("CLOSE_SHARE", "DIFFERENTIAL_SIZE", "SCOPE_CONFIDENCE")  # kb_tools.search.answer's
