@@ -91,8 +91,7 @@ def context(kb_root, query: str, budget: int = 1500, limit: int = 5, area: str |
         (compact_markdown(kb.entries[hit.id],  # what a pasted report showed, beside the symptom that matched
                           "; ".join([hit.matched] + [line for _, line in result.evidence.get(hit.id, ())])),
          {"id": hit.id, "title": hit.title, "score": round(hit.score, 1), "low_confidence": hit.low_confidence,
-          **({"tell_apart": result.tell_apart[hit.id]} if hit.id in result.tell_apart else {}),
-          **({"evidence": [line for _, line in result.evidence[hit.id]]} if result.evidence.get(hit.id) else {})})
+          **result.said(hit.id)})
         for hit in hits])
     return {"query": query, "budget": budget, "tokens": estimate_tokens(text), "entries": included,
             "markdown": text}

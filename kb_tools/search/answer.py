@@ -96,19 +96,19 @@ class Answer:
         self.tell_apart = dict((h.id, line) for h, line in tell_apart)
         self.evidence = evidence.by_entry if evidence is not None else {}
 
+    def said(self, entry_id: str) -> dict:
+        """What is said beside one hit, for JSON: tell_apart and evidence, each only when there is one."""
+        out = {}
+        if entry_id in self.tell_apart:
+            out["tell_apart"] = self.tell_apart[entry_id]
+        if self.evidence.get(entry_id):
+            out["evidence"] = [line for _, line in self.evidence[entry_id]]
+        return out
+
     def to_json(self) -> list:
         """`kb search --json`: the hits array, each hit with what was said about it."""
-        out = []
-        for hit in self.hits:
-            item = hit.to_json()
-            if hit.id in self.tell_apart:
-                item["tell_apart"] = self.tell_apart[hit.id]
-            if self.evidence.get(hit.id):
-                item["evidence"] = [line for _, line in self.evidence[hit.id]]
-            if self.scope:
-                item["out_of_scope"] = self.scope
-            out.append(item)
-        return out
+        scope = {"out_of_scope": self.scope} if self.scope else {}
+        return [{**hit.to_json(), **self.said(hit.id), **scope} for hit in self.hits]
 
 
 def answer(index, text: str, limit: int = 10, area: str | None = None, tag: str | None = None,
