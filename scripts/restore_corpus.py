@@ -1,12 +1,15 @@
-"""Restore the third-party scripts of tests/watch/real/ from local clones, byte for byte.
+"""Restore the third-party scripts of a real-script corpus from local clones, byte for byte.
 
-    python scripts/restore_watch_corpus.py CLONES [--check]
+    python scripts/restore_corpus.py {watch,lint} CLONES [--check]
+
+`watch` is tests/watch/real/ (healthy scripts run under kb watch), `lint` is tests/lint/real/
+(scripts read by kb lint).
 
 CLONES is a folder holding one git clone (or bare mirror) per repository of MANIFEST.yaml, named
 `owner+name`, `owner__name` or `owner/name` (the first found wins; a bare mirror may also sit
 in a `repo` folder inside it). Each item's file, the modules restored beside it (`support`) and
 its repository's licence file are read with `git show <commit>:<path>` and written under
-tests/watch/real/; each file's sha256 (and the script's line count) must match MANIFEST, or the
+the corpus folder; each file's sha256 (and the script's line count) must match MANIFEST, or the
 file is not written. With --check nothing is written: the files already there are verified.
 Exit status 0 when every item is present and matches, 1 otherwise.
 """
@@ -21,7 +24,7 @@ import sys
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REAL = os.path.join(ROOT, "tests", "watch", "real")
+CORPORA = {"watch": os.path.join(ROOT, "tests", "watch", "real"), "lint": os.path.join(ROOT, "tests", "lint", "real")}
 
 
 def _clone(clones: str, repo: str) -> str | None:
@@ -44,7 +47,7 @@ def _lines(data: bytes) -> int:
 
 
 def _files(item: dict):
-    """(file under tests/watch/real, path in the repository, sha256 or None, lines or None)."""
+    """(file under the corpus folder, path in the repository, sha256 or None, lines or None)."""
     yield item["file"], item["path"], item["sha256"], item["lines"]
     for extra in item.get("support", []):
         yield extra["file"], extra["path"], extra["sha256"], None
@@ -52,12 +55,14 @@ def _files(item: dict):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("corpus", choices=sorted(CORPORA), help="which corpus: tests/watch/real or tests/lint/real")
     parser.add_argument("clones", nargs="?", help="folder of clones named owner+name (not needed with --check)")
     parser.add_argument("--check", action="store_true", help="only verify the files already restored")
     args = parser.parse_args(argv)
+    real = CORPORA[args.corpus]
     if not args.check and not args.clones:
         parser.error("name the folder of clones, or use --check")
-    with open(os.path.join(REAL, "MANIFEST.yaml")) as fh:
+    with open(os.path.join(real, "MANIFEST.yaml")) as fh:
         items = yaml.safe_load(fh)
     bad = 0
     for item in items:
@@ -67,7 +72,7 @@ def main(argv=None) -> int:
             bad += 1
             continue
         for file, path, sha, lines in _files(item):
-            target = os.path.join(REAL, file)
+            target = os.path.join(real, file)
             if args.check:
                 data = open(target, "rb").read() if os.path.exists(target) else None
             else:
@@ -87,8 +92,8 @@ def main(argv=None) -> int:
         if not args.check:
             licence = _show(clone, item["commit"], item["licence_file"])
             if licence is not None:
-                os.makedirs(os.path.join(REAL, "LICENSES"), exist_ok=True)
-                with open(os.path.join(REAL, "LICENSES", item["repo"].replace("/", "__") + ".txt"), "wb") as fh:
+                os.makedirs(os.path.join(real, "LICENSES"), exist_ok=True)
+                with open(os.path.join(real, "LICENSES", item["repo"].replace("/", "__") + ".txt"), "wb") as fh:
                     fh.write(licence)
     print(f"{len(items)} items, {bad} problem(s)" if bad else f"{len(items)} items restored and verified")
     return 1 if bad else 0
