@@ -23,6 +23,39 @@ ADAM = {"torch.optim.Adam", "torch.optim.AdamW", "torch.optim.Adamax", "torch.op
 LOSS_KINDS = {**{n: "ce" for n in CE_LOSSES}, **{n: "bce" for n in BCE_LOSSES},
               **{n: "bce-logits" for n in BCE_LOGITS}, **{n: "nll" for n in NLL_LOSSES}}
 LOOPS = (ast.For, ast.While, ast.AsyncFor)
+# Calls that return the module or tensor they are called on, for what it is: `Net().to(device)` is
+# still a Net, `nn.CrossEntropyLoss().cuda()` still a loss, `probs.view(-1, C)` still probabilities.
+SAME_MODULE = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "requires_grad_", "type"}
+SAME_VALUES = SAME_MODULE - {"train", "requires_grad_"} | {"view", "reshape", "contiguous", "squeeze", "unsqueeze",
+                                                          "flatten", "permute", "transpose", "clone", "view_as",
+                                                          "reshape_as", "type_as"}
+# Optimizers and schedulers of common packages, known by their names: a name ending in one of these,
+# imported from one of the packages, is an optimizer (or scheduler) like torch.optim's.
+THIRD_PARTY = ("transformers", "timm", "apex", "bitsandbytes", "torch_optimizer", "deepspeed", "lion_pytorch",
+               "pytorch_lamb", "fairseq", "adabelief_pytorch", "ranger", "schedulefree", "muon")
+OPTIMIZER_NAMES = {"Adam", "AdamW", "SGD", "Adafactor", "Lamb", "LAMB", "FusedAdam", "FusedLAMB", "FusedSGD",
+                   "FusedNovoGrad", "Adam8bit", "AdamW8bit", "PagedAdamW", "PagedAdamW8bit", "PagedAdam", "Lion",
+                   "RAdam", "AdaBelief", "Ranger", "Lookahead", "NovoGrad", "AdamP", "SGDP", "Adan", "Lars", "LARS",
+                   "AdamWScheduleFree", "SGDScheduleFree", "Muon", "DeepSpeedCPUAdam", "RMSprop", "Adagrad"}
+OPTIMIZER_FACTORIES = {"create_optimizer", "create_optimizer_v2"}
+SCHEDULER_FACTORIES = {"get_scheduler", "get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
+                       "get_constant_schedule", "get_constant_schedule_with_warmup", "get_polynomial_decay_schedule_with_warmup",
+                       "get_cosine_with_hard_restarts_schedule_with_warmup", "get_inverse_sqrt_schedule",
+                       "get_wsd_schedule", "create_scheduler", "create_scheduler_v2", "CosineLRScheduler",
+                       "StepLRScheduler", "PlateauLRScheduler", "TanhLRScheduler", "MultiStepLRScheduler",
+                       "PolyLRScheduler", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle"}
+# Method names that belong to torch objects (modules, tensors, optimizers): a call of one on a value of
+# unknown type is never taken for a method of the same name defined in the file.
+TORCH_METHODS = {"train", "eval", "step", "zero_grad", "backward", "forward", "parameters", "named_parameters",
+                 "to", "cuda", "cpu", "item", "state_dict", "load_state_dict", "detach", "update", "scale",
+                 "unscale_", "modules", "children", "apply", "half", "float", "size", "view", "reshape", "add",
+                 "append", "extend", "format", "get", "items", "keys", "values", "sum", "mean", "pop", "copy",
+                 "run", "start", "close", "save", "load", "log", "__call__", "__init__", "set_epoch", "register",
+                 "add_param_group", "numpy", "tolist", "clone", "encode", "decode", "generate", "predict", "fit",
+                 "reset", "init", "setup", "build", "write", "read", "print", "info", "warning", "debug", "add_scalar"}
+WRAPPERS = {"DataParallel", "DistributedDataParallel", "FullyShardedDataParallel", "compile", "deepcopy"}
+ZEROING_NAMES = {"reset_grad", "reset_grads", "clear_grad", "clear_grads", "zero_grads"}
+EXPAND_DEPTH = 2   # how many levels of the file's own functions a loop's calls are followed into
 
 
 # ---------------------------------------------------------------- names
@@ -71,6 +104,34 @@ def method_call(node, *names) -> str | None:
     return None
 
 
+def unchain(expr, methods=SAME_MODULE):
+    """`Net().to(device).half()` -> `Net()`: the expression under calls that return what they are called on."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in methods:
+        expr = expr.func.value
+    return expr
+
+
+def unpack(target, value):
+    """(target, value) pairs of one assignment: `a, b = x, y` pairs them up, `logits, probs = model(x)`
+    gives each name its element of the call (as `model(x)[i]`), anything else is one pair."""
+    if not isinstance(target, (ast.Tuple, ast.List)):
+        return [(target, value)]
+    if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+        return [pair for t, v in zip(target.elts, value.elts) for pair in unpack(t, v)]
+    if isinstance(value, ast.Call) and not any(isinstance(t, ast.Starred) for t in target.elts):
+        return [(t, ast.copy_location(ast.Subscript(value=value, slice=ast.Constant(i), ctx=ast.Load()), value))
+                for i, t in enumerate(target.elts)]
+    return []
+
+
+def unwrap_copy(expr):
+    """`copy.deepcopy(net)` -> `net`: a copy is the same kind of thing."""
+    if isinstance(expr, ast.Call) and (dotted(expr.func) or "").rsplit(".", 1)[-1] in ("deepcopy", "copy") \
+            and len(expr.args) == 1:
+        return expr.args[0]
+    return expr
+
+
 def keyword(call, name):
     return next((k.value for k in call.keywords if k.arg == name), None)
 
@@ -80,7 +141,9 @@ def is_false(expr) -> bool:
 
 
 def within(node, inner) -> bool:
-    """Whether `inner` lies inside `node`'s source span."""
+    """Whether `inner` lies inside `node`'s source span (everything lies inside a module)."""
+    if isinstance(node, ast.Module) or isinstance(inner, ast.Module):
+        return isinstance(node, ast.Module)
     return (node.lineno, node.col_offset) <= (inner.lineno, inner.col_offset) and \
         (inner.end_lineno, inner.end_col_offset) <= (node.end_lineno, node.end_col_offset)
 
@@ -127,7 +190,8 @@ class NodeIndex:
     def zeroes(self, node) -> bool:
         """Whether `node` zeroes gradients: zero_grad(), `p.grad = None` or `p.grad.zero_()`."""
         for c in self.calls_in(node):
-            if method_call(c, "zero_grad") is not None:
+            name = c.func.attr if isinstance(c.func, ast.Attribute) else c.func.id if isinstance(c.func, ast.Name) else ""
+            if "zero_grad" in name or name in ZEROING_NAMES:   # zero_grad(), a zero_grad(params) helper
                 return True
             if method_call(c, "zero_") is not None and isinstance(c.func.value, ast.Attribute) \
                     and c.func.value.attr == "grad":
@@ -179,12 +243,14 @@ class Analysis:
         self.kinds = {}          # dotted name -> "loss:ce" | "optimizer" | "scheduler" | "loader" | ...
         self.values = {}         # dotted name -> the expression it was last assigned (file order)
         self.class_output = {}   # class name -> "softmax" | "log_softmax" | "sigmoid" | "raw" (what forward returns)
+        self.class_loss = {}     # class name -> loss kind, for the file's loss classes that wrap a torch loss
         self.model_output = {}   # dotted name -> what calling it returns, as above
         self.evaluators = set()  # functions defined here that call .eval() and never .train()
         self.zeroers = set()     # functions defined here that zero gradients (zero_grad, p.grad = None)
         self.assigned = {}       # id(call) -> the dotted name its result is assigned to
         self._classes()
         self._assignments()
+        self._arguments()
         self._evaluators()
 
     # -- what an expression is
@@ -196,10 +262,24 @@ class Analysis:
             act = self._function_activation(expr)
             if act or isinstance(expr.func, ast.Call):
                 return act or self._module_output(expr.func)   # nn.Softmax(dim=1)(x)
+            if isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_VALUES:
+                return self.activation(expr.func.value, depth + 1)   # probs.view(-1, C)
             callee = dotted(expr.func)
             if callee is None:
                 return None
-            return self.model_output.get(callee) or self._module_output(self.values.get(callee))
+            if callee in ("self", "self.forward"):   # a model's own method calling its forward
+                cls = self._definitions[2].get(id(self.enclosing(expr)))
+                out = self.class_output.get(cls.name) if cls is not None else None
+                return out if isinstance(out, str) else None
+            out = self.model_output.get(callee) or self._module_output(self.values.get(callee))
+            return out if isinstance(out, str) else None   # a model returning a tuple: see element()
+        if isinstance(expr, ast.Subscript):
+            index = expr.slice
+            if isinstance(expr.value, ast.Call) and isinstance(index, ast.Constant) and isinstance(index.value, int):
+                outs = self.model_output.get(dotted(expr.value.func) or "")
+                if isinstance(outs, tuple):   # logits, probs = model(x): the element the forward returns there
+                    return outs[index.value] if -len(outs) <= index.value < len(outs) else None
+            return self.activation(expr.value, depth + 1)   # probs[:, 1]
         name = dotted(expr)
         if name is not None and name in self.values and self.values[name] is not expr:
             return self.activation(self.values[name], depth + 1)
@@ -244,7 +324,20 @@ class Analysis:
         "sampler:distributed", "scaler"; None for anything else."""
         if not isinstance(value, ast.Call):
             return None
+        value = unchain(value)
+        if not isinstance(value, ast.Call):   # criterion.cuda(): what the name already is
+            return self.kinds.get(dotted(value) or "")
         name = self.imp.canon(value.func) or ""
+        root, last = name.split(".")[0], name.rsplit(".", 1)[-1]
+        if root in THIRD_PARTY and (last in OPTIMIZER_NAMES or last in OPTIMIZER_FACTORIES):
+            return "optimizer"
+        if root in THIRD_PARTY and last in SCHEDULER_FACTORIES:
+            return "scheduler"
+        if isinstance(value.func, ast.Name) and value.func.id in self.class_loss:
+            return "loss:" + self.class_loss[value.func.id]
+        made = self._made_by(value)
+        if made is not None:
+            return made
         if torch_loss(name) and name.split(".")[-1][0].isupper():
             return "loss:" + LOSS_KINDS.get(name, "other")
         if name.startswith("torch.optim.lr_scheduler."):
@@ -258,6 +351,20 @@ class Analysis:
         if name.endswith("GradScaler"):
             return "scaler"
         return None
+
+    def _made_by(self, call):
+        """The kind a factory of this file returns (`def get_criterion(self): return nn.BCELoss()`),
+        when every return of it builds the same kind; None otherwise."""
+        guard = self.__dict__.setdefault("_factory_guard", set())
+        fn = self.callee(call) if id(call) not in guard else None
+        if fn is None:
+            return None
+        guard.add(id(call))
+        try:
+            kinds = {self.kind_of(r.value) for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None}
+        finally:
+            guard.discard(id(call))
+        return kinds.pop() if len(kinds) == 1 else None
 
     def is_scheduler(self, name: str) -> bool:
         return self.kinds.get(name) == "scheduler" or (self.kinds.get(name) is None and "sched" in name.lower())
@@ -305,6 +412,7 @@ class Analysis:
             forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
             if forward is None:
                 continue
+            self._loss_wrapper(cls, forward)
             returns = [n for n in ast.walk(forward) if isinstance(n, ast.Return) and n.value is not None]
             if len(returns) != 1:
                 continue
@@ -312,10 +420,24 @@ class Analysis:
                      if dotted(t)}
             self.class_output[cls.name] = self._returned(returns[0].value, local, attrs)
 
+    def _loss_wrapper(self, cls, forward):
+        """A loss class of the file (a focal loss, a weighted BCE) whose forward hands its first input
+        straight to a torch loss is that kind of loss: `FocalLoss()(logits, y)` is a BCE-with-logits."""
+        params = [a.arg for a in forward.args.args[1:]]
+        if not params:
+            return
+        for call in self.index.calls_in(forward):
+            name = self.imp.canon(call.func) or ""
+            if torch_loss(name) and call.args and dotted(unchain(call.args[0], SAME_VALUES)) == params[0]:
+                self.class_loss[cls.name] = LOSS_KINDS.get(name, "other")
+                return
+
     def _returned(self, expr, local, attrs, depth=0):
         """What a forward's returned expression is, following its local names and the modules on self."""
         if depth > 6:
             return None
+        if isinstance(expr, ast.Tuple) and depth == 0:
+            return tuple(self._returned(e, local, attrs, 1) for e in expr.elts)
         if isinstance(expr, ast.Call):
             return self._function_activation(expr) or self._module_output(attrs.get(dotted(expr.func) or ""))
         name = dotted(expr)
@@ -327,26 +449,200 @@ class Analysis:
         nodes = sorted(self.index.of(ast.Assign, ast.AnnAssign), key=lambda n: (n.lineno, n.col_offset))
         for node in nodes:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            value = node.value
-            for target in targets:
+            if node.value is None:
+                continue
+            for target, value in (pair for t in targets for pair in unpack(t, node.value)):
                 name = dotted(target)
-                if name is None or value is None:
+                if name is not None:
+                    self._bind(name, value)
+
+    def _bind(self, name: str, value):
+        """What assigning `value` to `name` tells: its expression, its kind, what calling it returns."""
+        self.values[name] = value
+        kind = self.kind_of(value)
+        if kind:
+            self.kinds[name] = kind
+        output = self.built_model_output(value)
+        if output is not None:
+            self.model_output[name] = output
+
+    def built_model_output(self, value):
+        """What a model built by `value` returns when called: a class of this file (`Net().to(device)`,
+        `nn.DataParallel(Net())`), an nn.Sequential, or a name already known to be one; None if unknown."""
+        value = unchain(value)
+        if isinstance(value, ast.Call) and (self.imp.canon(value.func) or "").rsplit(".", 1)[-1] in WRAPPERS \
+                and value.args:
+            return self.built_model_output(value.args[0])
+        if not isinstance(value, ast.Call):
+            return self.model_output.get(dotted(value) or "")
+        cname = value.func.id if isinstance(value.func, ast.Name) else None
+        if cname in self.class_output:
+            return self.class_output[cname]
+        if self.imp.canon(value.func) == "torch.nn.Sequential":
+            return self._module_output(value)
+        return None
+
+    # -- the file's own functions: who calls them with what, and what a call to one runs
+    @cached_property
+    def _definitions(self):
+        """(functions by name, methods by class name and name, class of each method, classes by name)."""
+        functions, methods, owner, classes = {}, {}, {}, {}
+        for cls in self.index.of(ast.ClassDef):
+            classes[cls.name] = cls
+            for fn in cls.body:
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    methods.setdefault(cls.name, {})[fn.name] = fn
+                    owner[id(fn)] = cls
+        for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
+            if id(fn) not in owner:
+                functions.setdefault(fn.name, []).append(fn)
+        return functions, methods, owner, classes
+
+    @cached_property
+    def _enclosing(self):
+        """id(node) -> the function that holds it, for every call (to resolve `self.method()`)."""
+        out = {}
+        for fn in sorted(self.index.of(ast.FunctionDef, ast.AsyncFunctionDef), key=lambda f: f.lineno):
+            for c in self.index.calls_in(fn):
+                out[id(c)] = fn   # nested functions come later and win: the innermost holder
+        return out
+
+    def _method(self, cls_name: str, name: str, seen=()):
+        """A method of a class of this file, looked up through the bases defined here too."""
+        functions, methods, owner, classes = self._definitions
+        if name in methods.get(cls_name, {}):
+            return methods[cls_name][name]
+        cls = classes.get(cls_name)
+        for base in getattr(cls, "bases", []):
+            if isinstance(base, ast.Name) and base.id not in seen and base.id != cls_name:
+                found = self._method(base.id, name, seen + (cls_name,))
+                if found is not None:
+                    return found
+        return None
+
+    def enclosing(self, node):
+        """The innermost function of this file that holds a call, or None at module level."""
+        return self._enclosing.get(id(node))
+
+    def callee(self, call):
+        """The function or method of this file that `call` runs, when that can be seen: `f(...)` (one
+        function of that name), `self.m(...)` (the enclosing class or its bases), `obj.m(...)` (obj built
+        from a class of the file, or `m` defined by one class only and not a torch method name)."""
+        functions, methods, owner, classes = self._definitions
+        func = call.func
+        if isinstance(func, ast.Name):
+            found = functions.get(func.id, [])
+            return found[0] if len(found) == 1 else None
+        if not isinstance(func, ast.Attribute):
+            return None
+        receiver = dotted(func.value)
+        if receiver in ("self", "cls"):
+            fn = self._enclosing.get(id(call))
+            cls = owner.get(id(fn)) if fn is not None else None
+            return self._method(cls.name, func.attr) if cls is not None else None
+        built = unchain(self.values.get(receiver or "")) if receiver else None
+        if isinstance(built, ast.Call) and isinstance(built.func, ast.Name) and built.func.id in classes:
+            return self._method(built.func.id, func.attr)
+        if func.attr in TORCH_METHODS:
+            return None
+        found = [m[func.attr] for m in methods.values() if func.attr in m]
+        return found[0] if len(found) == 1 else None
+
+    def run_calls(self, node, depth: int = EXPAND_DEPTH) -> list:
+        """The calls `node` runs, in order, with the calls of the file's own functions it calls spliced in
+        after each such call (`depth` levels): a loop that calls `train_step()` runs its backward()."""
+        key = (id(node), depth)
+        cache = self.__dict__.setdefault("_run_cache", {})
+        if key in cache:
+            return cache[key]
+        cache[key] = []   # a recursive function: its own call adds nothing
+        out, pending = [], []
+        for c in self.index.calls_in(node):
+            start = (c.lineno, c.col_offset)
+            while pending and pending[-1][0] <= start:
+                out.extend(pending.pop()[1])
+            out.append(c)
+            fn = self.callee(c) if depth else None
+            if fn is not None and not within(fn, node):
+                pending.append(((c.end_lineno, c.end_col_offset), self.run_calls(fn, depth - 1)))
+        while pending:
+            out.extend(pending.pop()[1])
+        cache[key] = out
+        return out
+
+    def reached(self, node, depth: int = EXPAND_DEPTH) -> list:
+        """The file's own functions a node runs through its calls (`depth` levels)."""
+        out = []
+        for c in self.run_calls(node, depth):
+            fn = self.callee(c)
+            if fn is not None and fn not in out and not within(fn, node):
+                out.append(fn)
+        return out
+
+    def trains(self, node) -> bool:
+        """Whether `node` runs a training step: a backward() call, here or in a function it calls."""
+        return any(method_call(c, "backward") is not None for c in self.run_calls(node))
+
+    def zeroes(self, node) -> bool:
+        """Whether `node` zeroes gradients, here or in a function it calls."""
+        return self.index.zeroes(node) or any(self.index.zeroes(fn) for fn in self.reached(node))
+
+    def manual_update(self, node) -> bool:
+        """Whether `node` (or a function it calls) updates weights by hand from their gradients:
+        `p.data -= lr * p.grad`, `w -= lr * w.grad`, `p.data.add_(p.grad, alpha=-lr)`."""
+        def reads_grad(expr):
+            return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(expr))
+        for holder in [node] + self.reached(node):
+            for n in ast.walk(holder):
+                if isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Sub, ast.Add)) and reads_grad(n.value):
+                    return True
+                if isinstance(n, ast.Call) and method_call(n, "add_", "sub_") is not None and \
+                        any(reads_grad(arg) for arg in n.args):
+                    return True
+        return False
+
+    def optimizer_owner(self, name: str) -> str | None:
+        """The model whose parameters an optimizer was built on: `Adam(netD.parameters())` -> "netD"."""
+        value = self.values.get(name)
+        if isinstance(value, ast.Call) and value.args:
+            return method_call(value.args[0], "parameters", "named_parameters")
+        return None
+
+    def _arguments(self):
+        """A parameter of a function of this file takes what its callers pass: when every call seen
+        passes the same model, optimizer or loss (`train(model, optimizer)`), the parameter is that."""
+        functions, methods, owner, classes = self._definitions
+        passed = {}
+        for call in self.index.calls:
+            fn = self.callee(call)
+            if fn is None or call.func is None:
+                continue
+            params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+            if id(fn) in owner and params and params[0] in ("self", "cls"):
+                params = params[1:]
+            bound = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg in params]
+            for name, arg in bound:
+                if isinstance(arg, ast.Starred):
                     continue
-                self.values[name] = value
-                kind = self.kind_of(value)
-                if kind:
-                    self.kinds[name] = kind
-                if isinstance(value, ast.Call):
-                    cname = value.func.id if isinstance(value.func, ast.Name) else None
-                    if cname in self.class_output:
-                        self.model_output[name] = self.class_output[cname]
-                    elif self.imp.canon(value.func) == "torch.nn.Sequential":
-                        self.model_output[name] = self._module_output(value)
+                passed.setdefault((id(fn), name), []).append(arg)
+        for (_, name), args in passed.items():
+            if name in self.values or name in self.kinds or name in self.model_output:
+                continue   # the name is assigned in this file: what it holds there is known already
+            names = {dotted(unwrap_copy(unchain(a))) for a in args}
+            if len(names) == 1 and None not in names:
+                source = names.pop()
+                for table in (self.values, self.kinds, self.model_output):
+                    if source in table:
+                        table[name] = table[source]
+            elif len(args) == 1 and isinstance(args[0], ast.Call):
+                self._bind(name, args[0])
 
     def _evaluators(self):
         for node in self.index.of(ast.Assign):
-            if isinstance(node.value, ast.Call) and dotted(node.targets[0]):
-                self.assigned[id(node.value)] = dotted(node.targets[0])
+            values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+            for value in values:   # x = Sampler(...) if distributed else None: x names the call too
+                if isinstance(value, ast.Call) and dotted(node.targets[0]):
+                    self.assigned[id(value)] = dotted(node.targets[0])
         for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
             names = [n.func.attr for n in self.index.calls_in(fn) if isinstance(n.func, ast.Attribute)]
             if "eval" in names and "train" not in names and not self.index.trains(fn):

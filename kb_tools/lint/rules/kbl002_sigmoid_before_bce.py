@@ -1,9 +1,9 @@
-"""What it finds: the output of a sigmoid passed to `BCELoss` / `binary_cross_entropy`, or to
-`BCEWithLogitsLoss`, which applies the sigmoid again.
+"""What it finds: the output of a sigmoid passed to `BCELoss` / `binary_cross_entropy` (a sigmoid
+passed to `BCEWithLogitsLoss`, which applies it again, is KBL020's).
 
 Why it hurts training: BCELoss on sigmoid outputs saturates (its log is clamped at -100, so a
-confident mistake stops producing a gradient), and BCEWithLogitsLoss on sigmoid outputs squashes
-twice: predictions can never leave (0.5, 0.73), so the loss has a floor.
+confident mistake stops producing a gradient) and is less stable than the fused
+BCEWithLogitsLoss, which computes the same loss from the logits.
 
 Example:
     loss = nn.BCELoss()(torch.sigmoid(model(x)), y)
@@ -17,6 +17,5 @@ MESSAGE = "sigmoid output passed to {loss}: use BCEWithLogitsLoss on the raw log
 
 def check(a, emit):
     for call, kind in a.loss_calls:
-        if kind in ("bce", "bce-logits") and a.activation(call.args[0]) == "sigmoid":
-            loss = "BCEWithLogitsLoss, which applies sigmoid again" if kind == "bce-logits" else "BCELoss"
-            emit(call, CODE, loss=loss)
+        if kind == "bce" and a.activation(call.args[0]) == "sigmoid":
+            emit(call, CODE, loss="BCELoss")

@@ -1,5 +1,7 @@
-"""What it finds: a training loop that calls `backward()` and an optimizer's `step()` while nothing
-in its scope zeroes the gradients (no `zero_grad()`, no `p.grad = None`, no helper that does).
+"""What it finds: a training loop that calls `backward()` and an optimizer's `step()` (or updates the
+weights by hand from `.grad`), here or in the file's own functions it calls, while nothing in that
+loop zeroes the gradients (no `zero_grad()`, no `p.grad = None`, no helper that does): never, only
+once per epoch outside the batch loop, or, of two optimizers stepped, for one only.
 
 Why it hurts training: `backward()` adds to `.grad`; without zeroing, every step applies the sum
 of all gradients so far, so the effective learning rate grows with the step count and the run
@@ -16,20 +18,67 @@ Use instead:
         loss_fn(model(x), y).backward()
         opt.step()
 """
-from kb_tools.lint.analysis import method_call
+from kb_tools.lint.analysis import dotted, method_call, within
 
 CODE, NAME, ENTRY = "KBL004", "zero-grad-missing", "optimizer-step-order"
-MESSAGE = "the loop calls backward() and step() but gradients are never zeroed: they accumulate across steps"
+MESSAGE = "the loop calls backward() and step() but {what}: they accumulate across steps"
+
+
+def _engine(backwards, steps) -> bool:
+    """`engine.backward(loss)` then `engine.step()` on the same object (DeepSpeed): the engine clears
+    the gradients itself."""
+    owners = {method_call(b, "backward") for b in backwards if b.args}
+    return bool(owners - {""}) and any(method_call(s, "step") in owners for s in steps)
+
+
+def _stepped(a, steps) -> set:
+    """The optimizers, by name, that the steps move: `opt.step()`, `scaler.step(opt)`."""
+    out = set()
+    for s in steps:
+        receiver = method_call(s, "step")
+        if receiver and a.kinds.get(receiver) == "scaler" and s.args:
+            receiver = dotted(s.args[0])
+        if receiver:
+            out.add(receiver)
+    return out
+
+
+def _unzeroed(a, calls, stepped) -> list:
+    """Of two or more optimizers stepped, those nothing zeroes (not themselves, not the model they
+    were built on); empty when a zeroing call's target is not known (it may clear them all)."""
+    targets = {method_call(c, "zero_grad") for c in calls if method_call(c, "zero_grad") is not None}
+    optimizers = {o for o in stepped if a.kinds.get(o) == "optimizer"}
+    if len(optimizers) < 2 or "" in targets:
+        return []
+    known = {t for t in targets if t in optimizers or any(a.optimizer_owner(o) == t for o in optimizers)}
+    if known != targets:
+        return []
+    return sorted(o for o in optimizers if o not in targets and not any(
+        owner and (owner == t or owner.startswith(t + ".")) for t in targets for owner in [a.optimizer_owner(o)]))
+
+
+def _trains_and_steps(a, loop) -> bool:
+    calls = a.run_calls(loop)
+    return any(method_call(c, "backward") is not None for c in calls) and (
+        any(a.optimizer_step(c) for c in calls) or a.manual_update(loop))
 
 
 def check(a, emit):
     for scope in a.loop_scopes:
-        if scope.zeroes:
-            continue
         for loop in scope.loops:
-            if id(loop) in scope.inner:
+            calls = a.run_calls(loop)
+            backwards = [c for c in calls if method_call(c, "backward") is not None]
+            steps = [c for c in calls if a.optimizer_step(c)]
+            if not backwards or not (steps or a.manual_update(loop)) or _engine(backwards, steps):
                 continue
-            calls = a.index.calls_in(loop)
-            backward = [c for c in calls if method_call(c, "backward") is not None]
-            if backward and any(a.optimizer_step(c) for c in calls):
-                emit(backward[0], CODE)
+            if any(inner is not loop and within(loop, inner) and _trains_and_steps(a, inner) for inner in scope.loops):
+                continue   # an inner loop holds the steps: judged on its own
+            where = next((c for c in a.index.calls_in(loop) if c in backwards or any(
+                b in backwards for b in a.run_calls(c))), backwards[0])
+            if not a.zeroes(loop):
+                emit(where, CODE, what="nothing in it zeroes the gradients" + (
+                    " (they are zeroed outside it, once per pass of an outer loop)" if a.zeroes(scope.scope) else ""))
+                continue
+            missed = _unzeroed(a, calls, _stepped(a, steps))
+            if missed:
+                emit(where, CODE, what=f"{', '.join(missed)} is stepped and never zeroed")

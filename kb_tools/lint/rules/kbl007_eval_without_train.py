@@ -22,25 +22,44 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import method_call
+from kb_tools.lint.analysis import dotted, method_call
 
 CODE, NAME, ENTRY = "KBL007", "eval-without-train", "train-eval-mode"
 MESSAGE = ("{what} puts the model in eval mode inside the training loop and nothing calls .train() again: "
            "later epochs train with dropout off and BatchNorm frozen")
 
 
+NOT_TRAINED = ("ema", "teacher", "target", "shadow", "swa", "average", "avg", "frozen", "old", "ref")
+
+
+def _trained_elsewhere(a, receiver: str) -> bool:
+    """Whether `.eval()` is called on a model the optimizers visibly do not train: an EMA copy, a
+    teacher, a target network, or a model that is not among the known owners of the optimizers."""
+    last = receiver.rsplit(".", 1)[-1].lower()
+    if any(word in last for word in NOT_TRAINED):
+        return True
+    owners = {a.optimizer_owner(name) for name, kind in a.kinds.items() if kind == "optimizer"} - {None, ""}
+    return bool(owners) and not receiver.startswith("self.") and receiver not in owners and \
+        last not in {o.rsplit(".", 1)[-1].lower() for o in owners}
+
+
 def check(a, emit):
     for scope in a.loop_scopes:
-        for loop in scope.outer:
-            if not a.index.trains(loop):
+        for loop in scope.loops:
+            if not a.trains(loop):
                 continue
-            calls = a.index.calls_in(loop)
+            calls = a.run_calls(loop)
             if any(method_call(c, "train") is not None for c in calls):
                 continue
-            for c in calls:
-                if method_call(c, "eval") is not None:
-                    emit(c, CODE, what=f"{method_call(c, 'eval') or 'the model'}.eval()")
-                    break
-                if isinstance(c.func, ast.Name) and c.func.id in a.evaluators:
-                    emit(c, CODE, what=f"{c.func.id}()")
-                    break
+            evals = [c for c in calls if method_call(c, "eval") is not None and not c.args
+                     and not _trained_elsewhere(a, method_call(c, "eval"))]
+            if not evals:
+                continue
+            own = a.index.calls_in(loop)
+            where = next((c for c in own if c in evals or any(e in evals for e in a.run_calls(c))), None)
+            if where is None:
+                continue
+            if where in evals:
+                emit(where, CODE, what=f"{method_call(where, 'eval') or 'the model'}.eval()")
+            else:
+                emit(where, CODE, what=f"{dotted(where.func) or 'a call'}()")

@@ -1,6 +1,7 @@
-"""What it finds: a DataLoader bound to a name with "train" in it, without a sampler, that has
-`shuffle=False`, or no `shuffle=True` over a class-folder dataset (ImageFolder, DatasetFolder),
-whose samples are sorted by class.
+"""What it finds: a training DataLoader (bound to a name with "train" in it, returned by a function
+so named, such as Lightning's `train_dataloader()`, or iterated by a loop that trains) without a
+sampler, that has `shuffle=False`, or no `shuffle` at all (the default is False) over a map-style
+dataset; a dataset that is visibly iterable (an IterableDataset, a stream) is left alone.
 
 Why it hurts training: every epoch sees the samples in the same order; sorted by class, each
 batch holds one class, the model chases the latest class and BatchNorm statistics swing, so
@@ -27,17 +28,61 @@ def class_folder(a, expr) -> bool:
         (a.imp.canon(value.func) or dotted(value.func) or "").rsplit(".", 1)[-1] in ("ImageFolder", "DatasetFolder"))
 
 
+LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+ITERABLE_WORDS = ("iterable", "stream", "webdataset", "wds", "shard", "infinite", "pipe")
+# a dataset already put in random order (random_split permutes once): unshuffled is still unsorted
+RANDOM_WORDS = ("random_split", "shuffle", "randperm", "permutation")
+
+
+def iterable(a, expr) -> bool:
+    """Whether a dataset is visibly iterable (shuffle is not allowed there: a class of this file
+    built on IterableDataset, or a name or constructor that says stream, iterable or shards) or
+    already in random order (a random_split part)."""
+    value = a.values.get(dotted(expr) or "", expr)
+    text = ast.unparse(value).lower() if value is not None else ""
+    if any(word in text for word in ITERABLE_WORDS + RANDOM_WORDS) or any(word in (dotted(expr) or "").lower() for word in ITERABLE_WORDS):
+        return True
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        cls = next((c for c in a.index.of(ast.ClassDef) if c.name == value.func.id), None)
+        return cls is not None and any("Iterable" in (dotted(b) or "") for b in cls.bases)
+    return not isinstance(value, ast.Call) and dotted(expr) is None   # a subscript, a comprehension: unknown
+
+
+def training_loaders(a) -> list:
+    """(DataLoader call, why it is a training loader) for each one visibly used for training."""
+    trained_over = set()
+    for scope in a.loop_scopes:
+        for loop in scope.loops:
+            if isinstance(loop, ast.For) and a.trains(loop):
+                it = loop.iter
+                while isinstance(it, ast.Call) and it.args and (dotted(it.func) or "").rsplit(".", 1)[-1] in (
+                        "enumerate", "tqdm", "iter", "zip"):
+                    it = it.args[0]
+                if dotted(it):
+                    trained_over.add(dotted(it))
+    out = []
+    for call in a.index.calls:
+        if (a.imp.canon(call.func) or "") not in LOADERS:
+            continue   # a DataLoader built here (a factory of the file is judged where it builds one)
+        name = a.assigned.get(id(call)) or ""
+        fn = a.enclosing(call)
+        returned = fn is not None and "train" in fn.name.lower() and any(
+            isinstance(r, ast.Return) and r.value is not None and (r.value is call or dotted(r.value) == name)
+            for r in ast.walk(fn))
+        if "train" in name.lower() or name in trained_over or returned:
+            out.append(call)
+    return out
+
+
 def check(a, emit):
-    for node in a.index.of(ast.Assign):
-        if not (isinstance(node.value, ast.Call) and a.kind_of(node.value) == "loader"):
-            continue
-        name = (dotted(node.targets[0]) or "").lower()
-        call = node.value
-        if "train" not in name or keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
+    for call in training_loaders(a):
+        if keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
             continue
         shuffle = keyword(call, "shuffle")
         if is_false(shuffle):
             emit(call, CODE, how="has shuffle=False")
         elif shuffle is None and len(call.args) < 3 and not any(k.arg is None for k in call.keywords) \
-                and call.args and class_folder(a, call.args[0]):
-            emit(call, CODE, how="over a class-folder dataset has no shuffle=True (the default is False)")
+                and call.args and not iterable(a, call.args[0]):
+            how = ("over a class-folder dataset has no shuffle=True" if class_folder(a, call.args[0])
+                   else "has no shuffle=True")
+            emit(call, CODE, how=how + " (the default is False)")

@@ -16,6 +16,8 @@ Use instead:
 """
 import ast
 
+from kb_tools.lint.analysis import is_false, keyword
+
 CODE, NAME, ENTRY = "KBL014", "sampler-set-epoch-missing", "distributed-sampler-set-epoch"
 MESSAGE = "DistributedSampler is never told the epoch (sampler.set_epoch(epoch)): every epoch uses the same order"
 
@@ -24,5 +26,9 @@ def check(a, emit):
     if any(isinstance(c.func, ast.Attribute) and c.func.attr == "set_epoch" for c in a.index.calls):
         return
     for c in a.index.calls:
-        if (a.imp.canon(c.func) or "").endswith("DistributedSampler"):
-            emit(c, CODE)
+        if not (a.imp.canon(c.func) or "").endswith("DistributedSampler") or is_false(keyword(c, "shuffle")):
+            continue   # shuffle=False: one fixed order is what was asked for
+        name = (a.assigned.get(id(c)) or "").lower()
+        if any(word in name for word in ("val", "test", "eval")):
+            continue   # an evaluation sampler: its order does not matter
+        emit(c, CODE)

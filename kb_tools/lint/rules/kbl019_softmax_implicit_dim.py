@@ -13,6 +13,8 @@ Use instead:
     probs = F.softmax(logits, dim=-1)
 """
 
+from kb_tools.lint.analysis import within
+
 CODE, NAME, ENTRY = "KBL019", "softmax-implicit-dim", "softmax-wrong-dim"
 MESSAGE = "softmax without dim: torch guesses the axis (the batch axis for a 3-D tensor); pass dim=-1 or the class axis"
 
@@ -20,11 +22,20 @@ FUNCTIONS = {"torch.nn.functional.softmax", "torch.nn.functional.log_softmax", "
 MODULES = {"torch.nn.Softmax", "torch.nn.LogSoftmax", "torch.nn.Softmin"}
 
 
+def _in_training(a, call) -> bool:
+    """A softmax in a model's forward or in code that trains: one that only turns a validation
+    batch's logits into predictions is left alone (on the usual 2-D logits torch's guess is right)."""
+    fn = a.enclosing(call)
+    if fn is None:
+        return any(within(loop, call) and a.trains(loop) for scope in a.loop_scopes for loop in scope.loops)
+    return fn.name == "forward" or a.trains(fn)
+
+
 def check(a, emit):
     for call in a.index.calls:
         name = a.imp.canon(call.func)
         has_dim = any(k.arg == "dim" for k in call.keywords)
-        if name in FUNCTIONS and len(call.args) < 2 and not has_dim and call.args:
+        if name in FUNCTIONS and len(call.args) < 2 and not has_dim and call.args and _in_training(a, call):
             emit(call, CODE)
         elif name in MODULES and not call.args and not has_dim:
             emit(call, CODE)
