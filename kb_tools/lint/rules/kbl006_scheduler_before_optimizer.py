@@ -1,5 +1,6 @@
 """What it finds: a learning-rate scheduler's `step()` that comes before the optimizer's `step()` in
-a loop body.
+a loop body: the optimizer's own `step()`, one in a function of the file the loop calls, or a
+call that is handed the scheduler's optimizer (`train(model, loader, optimizer)`).
 
 Why it hurts training: current torch expects `optimizer.step()` first and the scheduler's
 `step()` after it. In the other order the schedule has already advanced once before any update
@@ -14,20 +15,44 @@ Use instead:
     optimizer.step()
     scheduler.step()
 """
-from kb_tools.lint.analysis import method_call
+import ast
+
+from kb_tools.lint.analysis import dotted, keyword, method_call
 
 CODE, NAME, ENTRY = "KBL006", "scheduler-before-optimizer", "scheduler-step-order"
 MESSAGE = "scheduler.step() runs before optimizer.step(): the first learning rate is skipped"
 
 
+def _optimizer_of(a, scheduler: str) -> str | None:
+    """The optimizer a scheduler was built on: `StepLR(opt, ...)` -> "opt"."""
+    value = a.values.get(scheduler)
+    if isinstance(value, ast.Call):
+        arg = value.args[0] if value.args else keyword(value, "optimizer")
+        return dotted(arg) if arg is not None else None
+    return None
+
+
+def _steps_optimizer(a, call, optimizer) -> bool:
+    """Whether a call steps an optimizer: `opt.step()`, `scaler.step(opt)`, or a call of a function
+    that is handed the scheduler's optimizer (`train(model, loader, optimizer=opt)`), which steps it."""
+    receiver = method_call(call, "step")
+    if receiver is not None and a.kinds.get(receiver) in ("optimizer", "scaler"):
+        return True
+    if optimizer and receiver is None and method_call(call, "zero_grad", "state_dict", "load_state_dict") is None:
+        return any(dotted(arg) == optimizer for arg in list(call.args) + [k.value for k in call.keywords])
+    return False
+
+
 def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
-            body_calls = [c for stmt in loop.body for c in a.index.calls_in(stmt)]
-            first_sched = next((c for c in body_calls if method_call(c, "step") is not None
+            own = [c for stmt in loop.body for c in a.index.calls_in(stmt)]
+            first_sched = next((c for c in own if method_call(c, "step") is not None
                                 and a.kinds.get(method_call(c, "step")) == "scheduler"), None)
-            first_opt = next((c for c in body_calls if method_call(c, "step") is not None
-                              and a.kinds.get(method_call(c, "step")) == "optimizer"), None)
-            if first_sched is not None and first_opt is not None and \
-                    (first_sched.lineno, first_sched.col_offset) < (first_opt.lineno, first_opt.col_offset):
+            if first_sched is None:
+                continue
+            optimizer = _optimizer_of(a, method_call(first_sched, "step"))
+            calls = [c for stmt in loop.body for c in a.run_calls(stmt)]
+            first_opt = next((c for c in calls if _steps_optimizer(a, c, optimizer)), None)
+            if first_opt is not None and calls.index(first_sched) < calls.index(first_opt):
                 emit(first_sched, CODE)

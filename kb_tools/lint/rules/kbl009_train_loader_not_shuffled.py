@@ -30,17 +30,14 @@ def class_folder(a, expr) -> bool:
 
 LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
 ITERABLE_WORDS = ("iterable", "stream", "webdataset", "wds", "shard", "infinite", "pipe")
-# a dataset already put in random order (random_split permutes once): unshuffled is still unsorted
-RANDOM_WORDS = ("random_split", "shuffle", "randperm", "permutation")
 
 
 def iterable(a, expr) -> bool:
-    """Whether a dataset is visibly iterable (shuffle is not allowed there: a class of this file
-    built on IterableDataset, or a name or constructor that says stream, iterable or shards) or
-    already in random order (a random_split part)."""
+    """Whether a dataset is visibly iterable (shuffle is not allowed there): a class of this file
+    built on IterableDataset, or a name or constructor that says stream, iterable or shards."""
     value = a.values.get(dotted(expr) or "", expr)
     text = ast.unparse(value).lower() if value is not None else ""
-    if any(word in text for word in ITERABLE_WORDS + RANDOM_WORDS) or any(word in (dotted(expr) or "").lower() for word in ITERABLE_WORDS):
+    if any(word in text for word in ITERABLE_WORDS) or any(word in (dotted(expr) or "").lower() for word in ITERABLE_WORDS):
         return True
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
         cls = next((c for c in a.index.of(ast.ClassDef) if c.name == value.func.id), None)
