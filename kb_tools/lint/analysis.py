@@ -29,6 +29,8 @@ SAME_MODULE = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "trai
 SAME_VALUES = SAME_MODULE - {"train", "requires_grad_"} | {"view", "reshape", "contiguous", "squeeze", "unsqueeze",
                                                           "flatten", "permute", "transpose", "clone", "view_as",
                                                           "reshape_as", "type_as"}
+SAME_VALUE_FUNCTIONS = {f"torch.{n}" for n in ("squeeze", "unsqueeze", "flatten", "reshape", "transpose", "permute",
+                                                "clone", "movedim", "swapaxes")}
 # Optimizers and schedulers of common packages, known by their names: a name ending in one of these,
 # imported from one of the packages, is an optimizer (or scheduler) like torch.optim's.
 THIRD_PARTY = ("transformers", "timm", "apex", "bitsandbytes", "torch_optimizer", "deepspeed", "lion_pytorch",
@@ -54,6 +56,8 @@ TORCH_METHODS = {"train", "eval", "step", "zero_grad", "backward", "forward", "p
                  "add_param_group", "numpy", "tolist", "clone", "encode", "decode", "generate", "predict", "fit",
                  "reset", "init", "setup", "build", "write", "read", "print", "info", "warning", "debug", "add_scalar"}
 WRAPPERS = {"DataParallel", "DistributedDataParallel", "FullyShardedDataParallel", "compile", "deepcopy"}
+BACKWARD = ("backward", "manual_backward")   # loss.backward(), engine.backward(loss), Lightning's manual_backward
+TRAINING_HOOKS = {"training_step"}           # Lightning calls these once per batch: each is a loop body
 ZEROING_NAMES = {"reset_grad", "reset_grads", "clear_grad", "clear_grads", "zero_grads"}
 EXPAND_DEPTH = 2   # how many levels of the file's own functions a loop's calls are followed into
 
@@ -200,7 +204,7 @@ class NodeIndex:
 
     def trains(self, node) -> bool:
         """Whether `node` holds a training step: a backward() call."""
-        return any(method_call(n, "backward") is not None for n in self.calls_in(node))
+        return any(method_call(n, *BACKWARD) is not None for n in self.calls_in(node))
 
     def scopes(self):
         """The module body and every function, each analysed as its own scope."""
@@ -242,6 +246,7 @@ class Analysis:
         self.imp = Imports(tree)
         self.kinds = {}          # dotted name -> "loss:ce" | "optimizer" | "scheduler" | "loader" | ...
         self.values = {}         # dotted name -> the expression it was last assigned (file order)
+        self.history = {}        # dotted name -> [(end of the assignment, value, function holding it)], file order
         self.class_output = {}   # class name -> "softmax" | "log_softmax" | "sigmoid" | "raw" (what forward returns)
         self.class_loss = {}     # class name -> loss kind, for the file's loss classes that wrap a torch loss
         self.model_output = {}   # dotted name -> what calling it returns, as above
@@ -262,7 +267,10 @@ class Analysis:
             act = self._function_activation(expr)
             if act or isinstance(expr.func, ast.Call):
                 return act or self._module_output(expr.func)   # nn.Softmax(dim=1)(x)
-            if isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_VALUES:
+            canon = self.imp.canon(expr.func)
+            if canon in SAME_VALUE_FUNCTIONS and expr.args:
+                return self.activation(expr.args[0], depth + 1)       # torch.squeeze(probs)
+            if canon is None and isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_VALUES:
                 return self.activation(expr.func.value, depth + 1)   # probs.view(-1, C)
             callee = dotted(expr.func)
             if callee is None:
@@ -281,9 +289,35 @@ class Analysis:
                     return outs[index.value] if -len(outs) <= index.value < len(outs) else None
             return self.activation(expr.value, depth + 1)   # probs[:, 1]
         name = dotted(expr)
-        if name is not None and name in self.values and self.values[name] is not expr:
-            return self.activation(self.values[name], depth + 1)
+        value = self.value_at(name, expr) if name is not None else None
+        if value is not None and value is not expr:
+            return self.activation(value, depth + 1)
         return None
+
+    def value_at(self, name: str, where):
+        """What `name` holds where it is read: its last assignment that ends before that point, in the
+        same function if it is assigned there (`x = x.view(-1)` reads the x assigned before); else
+        its last assignment in the file (an attribute set in __init__, a global)."""
+        seen = self.history.get(name)
+        if not seen:
+            return self.values.get(name)
+        here = (where.lineno, where.col_offset)
+        fn = self.enclosing(where) if isinstance(where, ast.Call) else self._enclosing_of(where)
+        before = [(end, value, holder) for end, value, holder in seen if end <= here]
+        local = [v for end, v, holder in before if holder is fn]
+        if local:
+            return local[-1]
+        if fn is not None and any(holder is fn for _, _, holder in seen):
+            return None   # assigned in this function, but only after this point
+        return before[-1][1] if before else self.values.get(name)
+
+    def _enclosing_of(self, node):
+        """The innermost function of this file whose span holds `node`."""
+        best = None
+        for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
+            if within(fn, node) and (best is None or within(best, fn)):
+                best = fn
+        return best
 
     def _function_activation(self, call) -> str | None:
         """The activation a function or tensor method applies: torch.softmax(x), F.sigmoid(x), x.log_softmax()."""
@@ -391,6 +425,8 @@ class Analysis:
         for scope in self.index.scopes():
             own = own_statements(scope)
             loops = [n for n in own if isinstance(n, LOOPS)]
+            if getattr(scope, "name", None) in TRAINING_HOOKS:
+                loops.insert(0, scope)   # the framework's loop runs it per batch
             if not loops:
                 continue
             inner = {id(lp) for lp in loops if any(o is not lp and within(o, lp) for o in loops)}
@@ -454,11 +490,14 @@ class Analysis:
             for target, value in (pair for t in targets for pair in unpack(t, node.value)):
                 name = dotted(target)
                 if name is not None:
-                    self._bind(name, value)
+                    self._bind(name, value, node)
 
-    def _bind(self, name: str, value):
+    def _bind(self, name: str, value, statement=None):
         """What assigning `value` to `name` tells: its expression, its kind, what calling it returns."""
         self.values[name] = value
+        if statement is not None:
+            self.history.setdefault(name, []).append(
+                ((statement.end_lineno, statement.end_col_offset), value, self._enclosing_of(statement)))
         kind = self.kind_of(value)
         if kind:
             self.kinds[name] = kind
@@ -581,11 +620,40 @@ class Analysis:
 
     def trains(self, node) -> bool:
         """Whether `node` runs a training step: a backward() call, here or in a function it calls."""
-        return any(method_call(c, "backward") is not None for c in self.run_calls(node))
+        return any(method_call(c, *BACKWARD) is not None for c in self.run_calls(node))
 
     def zeroes(self, node) -> bool:
         """Whether `node` zeroes gradients, here or in a function it calls."""
         return self.index.zeroes(node) or any(self.index.zeroes(fn) for fn in self.reached(node))
+
+    def periodic(self, test) -> bool:
+        """Whether an `if` test is visibly periodic: `step % N == 0`, or a name assigned from one
+        (`do_step = (i + 1) % accum == 0; if do_step:`)."""
+        def has_mod(expr):
+            return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr))
+        if has_mod(test):
+            return True
+        names = [dotted(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))]
+        return any(name in self.values and has_mod(self.values[name]) for name in names if name)
+
+    def periodic_steps(self, loop) -> list:
+        """The periodic `if` blocks of a loop that step an optimizer (gradient accumulation's boundary,
+        or the generator step of an n_critic loop)."""
+        return [n for n in self.index.of(ast.If) if within(loop, n) and self.periodic(n.test)
+                and any(self.optimizer_step(c) for c in self.index.calls_in(n))]
+
+    def accumulation(self, loop):
+        """(the periodic step blocks, the loop's calls outside them) when the loop accumulates gradients:
+        every step is under a periodic `if` and a backward() runs outside it on every pass; None for a
+        loop that also steps on every pass (a critic each iteration, a generator every n_critic)."""
+        periodic = self.periodic_steps(loop)
+        if not periodic:
+            return None
+        outside = [c for c in self.index.calls_in(loop) if not any(within(n, c) for n in periodic)]
+        if any(self.optimizer_step(c) for c in outside) or not any(method_call(c, *BACKWARD) is not None
+                                                                   for c in outside):
+            return None
+        return periodic, outside
 
     def manual_update(self, node) -> bool:
         """Whether `node` (or a function it calls) updates weights by hand from their gradients:

@@ -18,7 +18,7 @@ Use instead:
         loss_fn(model(x), y).backward()
         opt.step()
 """
-from kb_tools.lint.analysis import dotted, method_call, within
+from kb_tools.lint.analysis import BACKWARD, dotted, method_call, within
 
 CODE, NAME, ENTRY = "KBL004", "zero-grad-missing", "optimizer-step-order"
 MESSAGE = "the loop calls backward() and step() but {what}: they accumulate across steps"
@@ -27,7 +27,7 @@ MESSAGE = "the loop calls backward() and step() but {what}: they accumulate acro
 def _engine(backwards, steps) -> bool:
     """`engine.backward(loss)` then `engine.step()` on the same object (DeepSpeed): the engine clears
     the gradients itself."""
-    owners = {method_call(b, "backward") for b in backwards if b.args}
+    owners = {method_call(b, *BACKWARD) for b in backwards if b.args}
     return bool(owners - {""}) and any(method_call(s, "step") in owners for s in steps)
 
 
@@ -59,7 +59,7 @@ def _unzeroed(a, calls, stepped) -> list:
 
 def _trains_and_steps(a, loop) -> bool:
     calls = a.run_calls(loop)
-    return any(method_call(c, "backward") is not None for c in calls) and (
+    return any(method_call(c, *BACKWARD) is not None for c in calls) and (
         any(a.optimizer_step(c) for c in calls) or a.manual_update(loop))
 
 
@@ -67,7 +67,7 @@ def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
             calls = a.run_calls(loop)
-            backwards = [c for c in calls if method_call(c, "backward") is not None]
+            backwards = [c for c in calls if method_call(c, *BACKWARD) is not None]
             steps = [c for c in calls if a.optimizer_step(c)]
             if not backwards or not (steps or a.manual_update(loop)) or _engine(backwards, steps):
                 continue

@@ -1,5 +1,6 @@
 """What it finds: `zero_grad()` called after `backward()` and before the optimizer's `step()` in the
-same block of a loop.
+same block of a loop; or, in a loop that accumulates gradients (the step under `if (i + 1) % N == 0`),
+a `zero_grad()` that runs on every micro-batch, wiping the gradients the earlier ones left.
 
 Why it hurts training: the step then sees all-zero gradients, so the weights never move (or move
 only by weight decay): the loss stays flat whatever the learning rate.
@@ -16,7 +17,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import method_call, within
+from kb_tools.lint.analysis import BACKWARD, method_call, within
 
 CODE, NAME, ENTRY = "KBL005", "zero-grad-between-backward-and-step", "optimizer-step-order"
 MESSAGE = "zero_grad() between backward() and step() wipes the gradients: step() then moves nothing"
@@ -39,7 +40,7 @@ def check(a, emit):
                 seq = [c for stmt in block for c in a.index.calls_in(stmt)]
                 last_backward = None
                 for c in seq:
-                    if method_call(c, "backward") is not None:
+                    if method_call(c, *BACKWARD) is not None:
                         last_backward = c
                     elif method_call(c, "zero_grad") is not None and last_backward is not None:
                         if any(a.optimizer_step(s) and (s.lineno, s.col_offset) > (c.lineno, c.col_offset)
@@ -48,3 +49,13 @@ def check(a, emit):
                         last_backward = None
                     elif a.optimizer_step(c):
                         last_backward = None
+            found = a.accumulation(loop)
+            if found is not None:   # accumulation: a zero_grad on every micro-batch wipes the earlier ones
+                branches = [n for n in a.index.of(ast.If, ast.FunctionDef) if within(loop, n) and n is not loop]
+                skips = [n for n in branches if isinstance(n, ast.If) and any(
+                    isinstance(x, (ast.Continue, ast.Break, ast.Return)) for x in ast.walk(n))]
+                for c in found[1]:
+                    if method_call(c, "zero_grad") is not None and not any(within(n, c) for n in branches) \
+                            and not any(n.lineno < c.lineno for n in skips):   # `if not boundary: continue` first
+                        emit(c, CODE)
+                        break

@@ -15,7 +15,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import dotted, method_call
+from kb_tools.lint.analysis import BACKWARD, dotted, method_call
 
 CODE, NAME, ENTRY = "KBL010", "loss-detached-from-graph", "loss-detached-from-graph"
 MESSAGE = "the loss is computed from {how}: it is cut from the graph, so backward() reaches no parameter"
@@ -62,7 +62,7 @@ def _backpropagated(a) -> set:
     `accelerator.backward(loss)`."""
     out = set()
     for c in a.index.calls:
-        receiver = method_call(c, "backward")
+        receiver = method_call(c, *BACKWARD)
         if receiver is None:
             continue
         target = c.args[0] if c.args else c.func.value

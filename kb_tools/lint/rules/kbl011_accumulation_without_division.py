@@ -18,7 +18,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import dotted, keyword, method_call, within
+from kb_tools.lint.analysis import BACKWARD, dotted, keyword, method_call, within
 
 CODE, NAME, ENTRY = "KBL011", "accumulation-without-division", "grad-accumulation-scaling"
 MESSAGE = ("gradients are accumulated over several backward() calls per step() but the loss is not divided by "
@@ -44,32 +44,12 @@ def divided(a, expr) -> bool:
     return False
 
 
-def _periodic(a, test) -> bool:
-    """Whether an `if` test is visibly periodic: `step % N == 0`, or a name assigned from one
-    (`do_step = (i + 1) % accum == 0; if do_step:`)."""
-    def has_mod(expr):
-        return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(expr))
-    if has_mod(test):
-        return True
-    names = [dotted(n) for n in ast.walk(test) if isinstance(n, (ast.Name, ast.Attribute))]
-    return any(name in a.values and has_mod(a.values[name]) for name in names if name)
-
-
 def _accumulates(a, loop) -> bool:
-    """Every step of the loop is under a periodic `if` (`if (i + 1) % N == 0`), with a backward() outside
-    it and no gradient rescaling (a division) before the step. A loop that also steps on every pass
-    (a critic stepped each iteration, a generator every n_critic) is alternating, not accumulating."""
-    periodic = [n for n in a.index.of(ast.If) if within(loop, n) and _periodic(a, n.test)
-                and any(a.optimizer_step(c) for c in a.index.calls_in(n))]
-    if not periodic:
-        return False
-    for node in periodic:
-        if any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for st in node.body for n in ast.walk(st)):
-            return False  # the gradients are rescaled before the step (e.g. by 1 / tokens)
-    outside = [c for c in a.index.calls_in(loop) if not any(within(n, c) for n in periodic)]
-    if any(a.optimizer_step(c) for c in outside):
-        return False
-    return any(method_call(c, "backward") is not None for c in outside)
+    """The loop accumulates gradients (Analysis.accumulation) with no gradient rescaling (a division)
+    in the step block before the step."""
+    found = a.accumulation(loop)
+    return found is not None and not any(
+        isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for node in found[0] for st in node.body for n in ast.walk(st))
 
 
 def check(a, emit):
@@ -78,7 +58,7 @@ def check(a, emit):
             if not a.index.trains(loop) or not _accumulates(a, loop):
                 continue
             for c in a.index.calls_in(loop):
-                if method_call(c, "backward") is None:
+                if method_call(c, *BACKWARD) is None:
                     continue
                 inner = c.args[0] if c.args else c.func.value   # accelerator.backward(loss) or loss.backward()
                 if isinstance(inner, ast.Call) and method_call(inner, "scale") is not None and inner.args:

@@ -18,7 +18,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import method_call
+from kb_tools.lint.analysis import BACKWARD, method_call
 
 CODE, NAME, ENTRY = "KBL012", "clip-before-unscale", "clip-before-unscale"
 MESSAGE = ("gradients are clipped while still multiplied by the GradScaler's scale: call scaler.unscale_(optimizer) "
@@ -46,7 +46,7 @@ def check(a, emit):
     for block in (getattr(n, f) for n in holders for f in ("body", "orelse") if isinstance(getattr(n, f, None), list)):
         scaled = False
         for c in straight_calls(a, block):
-            if method_call(c, "backward") is not None and isinstance(c.func.value, ast.Call) \
+            if method_call(c, *BACKWARD) is not None and isinstance(c.func.value, ast.Call) \
                     and method_call(c.func.value, "scale") is not None:
                 scaled = True
             elif method_call(c, "unscale_") is not None:

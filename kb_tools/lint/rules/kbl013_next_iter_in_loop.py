@@ -15,7 +15,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import method_call
+from kb_tools.lint.analysis import BACKWARD, method_call
 
 CODE, NAME, ENTRY = "KBL013", "next-iter-in-loop", "same-batch-every-step"
 MESSAGE = ("next(iter(loader)) inside the loop starts a new pass over the loader every step: without shuffling "
@@ -26,7 +26,7 @@ def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
             calls = a.index.calls_in(loop)
-            if not any(method_call(c, "backward") is not None for c in calls):
+            if not any(method_call(c, *BACKWARD) is not None for c in calls):
                 continue
             for c in calls:
                 if isinstance(c.func, ast.Name) and c.func.id == "next" and c.args and \

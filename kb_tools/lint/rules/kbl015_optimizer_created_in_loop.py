@@ -15,7 +15,7 @@ Use instead:
     for x, y in loader:
         ...
 """
-from kb_tools.lint.analysis import method_call
+from kb_tools.lint.analysis import BACKWARD, method_call
 
 CODE, NAME, ENTRY = "KBL015", "optimizer-created-in-loop", "optimizer-recreated-each-epoch"
 MESSAGE = ("the optimizer is created inside the training loop: its state (momentum, Adam moments) restarts every "
@@ -28,7 +28,7 @@ def check(a, emit):
             if id(loop) in scope.inner:
                 continue
             calls = a.index.calls_in(loop)
-            if not any(method_call(c, "backward") is not None for c in calls):
+            if not any(method_call(c, *BACKWARD) is not None for c in calls):
                 continue
             for c in calls:
                 if a.kind_of(c) == "optimizer" and id(c) in a.assigned:
