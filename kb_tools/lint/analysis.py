@@ -325,7 +325,8 @@ class Analysis:
         for group, act in ((SOFTMAX, "softmax"), (LOG_SOFTMAX, "log_softmax"), (SIGMOID, "sigmoid")):
             if name in group:
                 return act
-        if name is None and isinstance(call.func, ast.Attribute) and call.func.attr in ("softmax", "log_softmax", "sigmoid"):
+        if name is None and isinstance(call.func, ast.Attribute) and call.func.attr in ("softmax", "log_softmax", "sigmoid") \
+                and dotted(call.func.value) != "self":   # self.softmax(x) is a module attribute: see attrs
             return call.func.attr
         return None
 

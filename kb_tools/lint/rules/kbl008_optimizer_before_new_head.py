@@ -1,5 +1,6 @@
-"""What it finds: a module (an `nn.` layer) assigned as an attribute of a model after an optimizer
-was built over that model's `parameters()`.
+"""What it finds: after an optimizer was built over a model's `parameters()`, and with no optimizer
+built again after it: a module (an `nn.` layer) assigned as an attribute of the model, a new model
+assigned to the same name, or `resize_token_embeddings()` called on it.
 
 Why it hurts training: the optimizer holds the parameter list it was given; the new head's
 parameters are not in it, so they get gradients but never change, and the model learns nothing
@@ -15,11 +16,29 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import dotted, method_call
+from kb_tools.lint.analysis import dotted, method_call, torch_loss
 
 CODE, NAME, ENTRY = "KBL008", "optimizer-before-new-head", "params-not-in-optimizer"
-MESSAGE = ("a new module is attached to {model} after its optimizer was built: its parameters are not in the "
+MESSAGE = ("{how} {model} after its optimizer was built: the new parameters are not in the "
            "optimizer and never train")
+
+
+REPLACERS = {"resize_token_embeddings"}   # methods that swap a model's parameters for new tensors
+
+
+def _rebuilt_after(optimizers, owner: str, line: int) -> bool:
+    return any(o == owner and later > line for o, later in optimizers)
+
+
+def _new_model(a, value, name: str) -> bool:
+    """A constructor call that builds a new model: a class of this file or a torch.nn module, not a
+    wrapper around the model itself (`model = DDP(model)` shares its parameters)."""
+    if not isinstance(value, ast.Call) or any(dotted(n) == name for n in ast.walk(value)):
+        return False
+    name = a.imp.canon(value.func) or ""
+    if name.startswith("torch.nn.") and name.split(".")[-1][:1].isupper() and not torch_loss(name):
+        return True
+    return isinstance(value.func, ast.Name) and value.func.id in a.class_output
 
 
 def check(a, emit):
@@ -30,10 +49,22 @@ def check(a, emit):
             owner = method_call(value.args[0], "parameters")
             if owner:
                 optimizers.append((owner, node.lineno))
+    for node in sorted(a.index.of(ast.Assign), key=lambda n: n.lineno):
+        value = node.value
         for target in node.targets:
+            name = dotted(target)
             if isinstance(target, ast.Attribute) and isinstance(value, ast.Call):
                 owner = dotted(target.value)
                 vname = a.imp.canon(value.func) or ""
                 if owner and vname.startswith("torch.nn.") and vname.split(".")[-1][:1].isupper() and any(
-                        o == owner and line < node.lineno for o, line in optimizers):
-                    emit(node, CODE, model=owner)
+                        o == owner and line < node.lineno for o, line in optimizers) \
+                        and not _rebuilt_after(optimizers, owner, node.lineno):
+                    emit(node, CODE, model=owner, how="a new module is attached to")
+            elif name and _new_model(a, value, name) and any(o == name and line < node.lineno for o, line in optimizers) \
+                    and not _rebuilt_after(optimizers, name, node.lineno):
+                emit(node, CODE, model=name, how="a new model is assigned to")   # the optimizer keeps the old one's
+    for call in a.index.calls:
+        owner = method_call(call, *REPLACERS)
+        if owner and any(o == owner and line < call.lineno for o, line in optimizers) \
+                and not _rebuilt_after(optimizers, owner, call.lineno):
+            emit(call, CODE, model=owner, how=f"{call.func.attr}() replaces parameters of")

@@ -43,16 +43,34 @@ def _loss_like(a, expr, losses) -> bool:
                for n in ast.walk(expr))
 
 
-def _cut_loss(a, expr, losses):
+REDUCERS = {"torch.mean", "torch.sum", "torch.stack", "torch.cat"}
+KEEPERS = {"mean", "sum", "to", "cuda", "float", "double", "squeeze", "view", "reshape"}
+
+
+def _listed(a, expr) -> bool:
+    """A name that holds a Python list (`terms = []`, then appended to): torch.tensor(terms) copies values."""
+    return isinstance(expr, ast.Name) and any(isinstance(v, (ast.List, ast.ListComp))
+                                              for _, v, _ in a.history.get(expr.id, []))
+
+
+def _cut_loss(a, expr, losses, depth=0):
     """`how` when `expr` is a loss term cut from the graph: `term.detach()`, `term.item()`, `term.data`,
-    or a new tensor made from losses (`torch.tensor(loss)`); None otherwise."""
+    or a new tensor made from losses or from a list of them (`torch.tensor(loss)`), also under a
+    reduction (`torch.mean(torch.tensor(terms))`); None otherwise."""
+    if depth > 4:
+        return None
+    if isinstance(expr, ast.Call) and ((a.imp.canon(expr.func) or "") in REDUCERS and expr.args):
+        return _cut_loss(a, expr.args[0], losses, depth + 1)
+    if isinstance(expr, ast.Call) and a.imp.canon(expr.func) is None and isinstance(expr.func, ast.Attribute) \
+            and expr.func.attr in KEEPERS:
+        return _cut_loss(a, expr.func.value, losses, depth + 1)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in CUTTERS \
             and _loss_like(a, expr.func.value, losses):
         return f"a loss term passed through `.{expr.func.attr}()`"
     if isinstance(expr, ast.Attribute) and expr.attr == "data" and _loss_like(a, expr.value, losses):
         return "a loss term's `.data`"
     if isinstance(expr, ast.Call) and (a.imp.canon(expr.func) or "") in NEW_TENSORS and expr.args \
-            and _loss_like(a, expr.args[0], losses):
+            and (_loss_like(a, expr.args[0], losses) or _listed(a, expr.args[0])):
         return f"a new tensor built from losses (`{a.imp.canon(expr.func).rsplit('.', 1)[-1]}(...)`)"
     return None
 
@@ -86,7 +104,9 @@ def check(a, emit):
         how = detached(call.args[0])
         if how:
             emit(call, CODE, how=how)
-    losses = {a.assigned.get(id(call)) for call, _ in a.loss_calls} - {None}
+    loss_ids = {id(call) for call, _ in a.loss_calls}
+    losses = {name for name, seen in a.history.items()   # names assigned from an expression holding a loss
+              if any(id(n) in loss_ids for _, value, _ in seen for n in ast.walk(value))}
     backpropagated = _backpropagated(a)
     cut_names = {}   # name -> the assignment that made it a cut loss term
     for node in sorted(a.index.of(ast.Assign), key=lambda n: n.lineno):
