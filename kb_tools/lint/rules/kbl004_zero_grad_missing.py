@@ -53,8 +53,11 @@ def _unzeroed(a, calls, stepped) -> list:
     known = {t for t in targets if t in optimizers or any(a.optimizer_owner(o) == t for o in optimizers)}
     if known != targets:
         return []
-    return sorted(o for o in optimizers if o not in targets and not any(
-        owner and (owner == t or owner.startswith(t + ".")) for t in targets for owner in [a.optimizer_owner(o)]))
+    def zeroed(optimizer: str) -> bool:
+        owner = a.optimizer_owner(optimizer)
+        return optimizer in targets or bool(owner) and any(
+            owner == t or str(owner).startswith(f"{t}.") for t in targets if t)
+    return sorted(o for o in optimizers if not zeroed(o))
 
 
 def _trains_and_steps(a, loop) -> bool:

@@ -20,7 +20,6 @@ Use instead:
         model.eval()
         validate(model)
 """
-import ast
 
 from kb_tools.lint.analysis import dotted, method_call
 

@@ -18,7 +18,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import BACKWARD, dotted, keyword, method_call, within
+from kb_tools.lint.analysis import BACKWARD, dotted, keyword, method_call
 
 CODE, NAME, ENTRY = "KBL011", "accumulation-without-division", "grad-accumulation-scaling"
 MESSAGE = ("gradients are accumulated over several backward() calls per step() but the loss is not divided by "
