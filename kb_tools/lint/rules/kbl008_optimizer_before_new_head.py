@@ -63,8 +63,13 @@ def check(a, emit):
             elif name and _new_model(a, value, name) and any(o == name and line < node.lineno for o, line in optimizers) \
                     and not _rebuilt_after(optimizers, name, node.lineno):
                 emit(node, CODE, model=name, how="a new model is assigned to")   # the optimizer keeps the old one's
+    built = [n for n in a.index.of(ast.Assign) if isinstance(n.value, ast.Call) and a.kind_of(n.value) == "optimizer"]
     for call in a.index.calls:
         owner = method_call(call, *REPLACERS)
-        if owner and any(o == owner and line < call.lineno for o, line in optimizers) \
-                and not _rebuilt_after(optimizers, owner, call.lineno):
+        if not owner:
+            continue
+        here = a.enclosing(call)   # any optimizer built before it in the same function, none after
+        before = [n for n in built if a.enclosing(n.value) is here and n.lineno < call.lineno]
+        after = [n for n in built if a.enclosing(n.value) is here and n.lineno > call.lineno]
+        if before and not after:
             emit(call, CODE, model=owner, how=f"{call.func.attr}() replaces parameters of")
