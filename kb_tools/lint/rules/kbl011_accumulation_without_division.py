@@ -18,7 +18,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import BACKWARD, dotted, keyword, method_call
+from kb_tools.lint.analysis import BACKWARD, dotted, keyword, method_call, within
 
 CODE, NAME, ENTRY = "KBL011", "accumulation-without-division", "grad-accumulation-scaling"
 MESSAGE = ("gradients are accumulated over several backward() calls per step() but the loss is not divided by "
@@ -64,18 +64,47 @@ def _unscaled(a, expr):
     return expr
 
 
+MICRO_WORDS = ("accum", "micro")
+
+
+def _micro_loop(a, loop):
+    """An inner loop over micro-batches (its range or variable says accum or micro) that calls
+    backward() but steps nothing, inside an outer loop that steps after it: the other form of
+    accumulation. Returns the inner loop, or None."""
+    for inner in (n for n in a.index.of(ast.For) if n is not loop and within(loop, n)):
+        words = ast.unparse(inner.iter).lower() + " " + ast.unparse(inner.target).lower()
+        if not any(w in words for w in MICRO_WORDS):
+            continue
+        calls = a.run_calls(inner)
+        if not any(method_call(c, *BACKWARD) is not None for c in calls) or any(a.optimizer_step(c) for c in calls):
+            continue
+        after = [c for c in a.index.calls_in(loop) if c.lineno > inner.end_lineno]
+        rescaled = any(method_call(c, "div_", "mul_") is not None for c in after) or any(
+            isinstance(n, ast.AugAssign) and isinstance(n.op, (ast.Div, ast.Mult)) and within(loop, n)
+            and n.lineno > inner.end_lineno for n in a.index.of(ast.AugAssign))
+        if any(a.optimizer_step(c) for c in after) and not rescaled:
+            return inner
+    return None
+
+
+def _backpropagated(a, call):
+    inner = call.args[0] if call.args else call.func.value   # accelerator.backward(loss) or loss.backward()
+    if isinstance(inner, ast.Call) and method_call(inner, "scale") is not None and inner.args:
+        inner = inner.args[0]   # scaler.scale(loss).backward()
+    return _unscaled(a, inner)   # with amp.scale_loss(loss, opt) as scaled: scaled.backward()
+
+
 def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.outer:
-            if not a.index.trains(loop) or not _accumulates(a, loop):
+            if not a.index.trains(loop):
                 continue
-            for c in a.index.calls_in(loop):
+            micro = None if _accumulates(a, loop) else _micro_loop(a, loop)
+            if not _accumulates(a, loop) and micro is None:
+                continue
+            for c in a.index.calls_in(micro or loop):
                 if method_call(c, *BACKWARD) is None:
                     continue
-                inner = c.args[0] if c.args else c.func.value   # accelerator.backward(loss) or loss.backward()
-                if isinstance(inner, ast.Call) and method_call(inner, "scale") is not None and inner.args:
-                    inner = inner.args[0]   # scaler.scale(loss).backward()
-                inner = _unscaled(a, inner)   # with amp.scale_loss(loss, opt) as scaled: scaled.backward()
-                if not divided(a, inner):
+                if not divided(a, _backpropagated(a, c)):
                     emit(c, CODE)
                 break
