@@ -18,7 +18,9 @@ Use instead:
         loss_fn(model(x), y).backward()
         opt.step()
 """
-from kb_tools.lint.analysis import BACKWARD, dotted, method_call, within
+import ast
+
+from kb_tools.lint.analysis import BACKWARD, ZEROING_NAMES, dotted, method_call, within
 
 CODE, NAME, ENTRY = "KBL004", "zero-grad-missing", "optimizer-step-order"
 MESSAGE = "the loop calls backward() and step() but {what}: they accumulate across steps"
@@ -66,6 +68,30 @@ def _trains_and_steps(a, loop) -> bool:
         any(a.optimizer_step(c) for c in calls) or a.manual_update(loop))
 
 
+def _zero_call(c) -> bool:
+    name = c.func.attr if isinstance(c.func, ast.Attribute) else c.func.id if isinstance(c.func, ast.Name) else ""
+    return "zero_grad" in name or name in ZEROING_NAMES
+
+
+def _branch_unzeroed(a, loop):
+    """A backward() in one branch of an `if`/`else` whose steps are never zeroed, when the loop zeroes
+    only in the other branch (`if amp: zero_grad(); ... else: backward(); step()`). Returns that backward."""
+    for node in a.index.of(ast.If):
+        if not node.orelse or not within(loop, node):
+            continue
+        outside = [c for c in a.run_calls(loop) if not within(node, c)]
+        if any(_zero_call(c) for c in outside) or any(within(loop, g) and not within(node, g) for g in a.index.grad_assigns):
+            continue
+        for zeroing, other in ((node.body, node.orelse), (node.orelse, node.body)):
+            if not any(a.zeroes(st) for st in zeroing) or any(a.zeroes(st) for st in other):
+                continue
+            calls = [c for st in other for c in a.run_calls(st)]
+            backwards = [c for c in calls if method_call(c, *BACKWARD) is not None]
+            if backwards and any(a.optimizer_step(c) for c in calls):
+                return backwards[0]
+    return None
+
+
 def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
@@ -85,3 +111,7 @@ def check(a, emit):
             missed = _unzeroed(a, calls, _stepped(a, steps))
             if missed:
                 emit(where, CODE, what=f"{', '.join(missed)} is stepped and never zeroed")
+                continue
+            branch = _branch_unzeroed(a, loop)
+            if branch is not None:
+                emit(branch, CODE, what="this branch never zeroes the gradients (only the other branch does)")

@@ -45,8 +45,28 @@ def iterable(a, expr) -> bool:
     return not isinstance(value, ast.Call) and dotted(expr) is None   # a subscript, a comprehension: unknown
 
 
+def _returned_names(a) -> dict:
+    """(id(function), local name) -> the names its callers give it: `return tr, va` unpacked as
+    `train_loader, val_loader = get_loaders()` names `tr` train_loader."""
+    out = {}
+    for name, seen in a.history.items():
+        for _, value, _ in seen:
+            if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call)
+                    and isinstance(value.slice, ast.Constant) and isinstance(value.slice.value, int)):
+                continue
+            fn = a.callee(value.value)
+            if fn is None:
+                continue
+            for ret in (r for r in ast.walk(fn) if isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)):
+                if value.slice.value < len(ret.value.elts) and dotted(ret.value.elts[value.slice.value]):
+                    out.setdefault((id(fn), dotted(ret.value.elts[value.slice.value])), set()).add(name)
+    return out
+
+
 def training_loaders(a) -> list:
-    """(DataLoader call, why it is a training loader) for each one visibly used for training."""
+    """The DataLoader calls visibly used for training: bound to (or returned to callers as) a name
+    with "train" in it, iterated by a loop that trains, passed as a `train...=` keyword, or
+    returned by a function named for training (Lightning's train_dataloader())."""
     trained_over = set()
     for scope in a.loop_scopes:
         for loop in scope.loops:
@@ -57,7 +77,10 @@ def training_loaders(a) -> list:
                     it = it.args[0]
                 if dotted(it):
                     trained_over.add(dotted(it))
+    for call in a.index.calls:   # fit(train_dataloaders=loader), train(train_loader=loader)
+        trained_over.update(dotted(k.value) for k in call.keywords if k.arg and "train" in k.arg.lower() and dotted(k.value))
     out = []
+    returned_as = _returned_names(a)
     for call in a.index.calls:
         if (a.imp.canon(call.func) or "") not in LOADERS:
             continue   # a DataLoader built here (a factory of the file is judged where it builds one)
@@ -66,7 +89,8 @@ def training_loaders(a) -> list:
         returned = fn is not None and "train" in fn.name.lower() and any(
             isinstance(r, ast.Return) and r.value is not None and (r.value is call or dotted(r.value) == name)
             for r in ast.walk(fn))
-        if "train" in name.lower() or name in trained_over or returned:
+        names = {name} | returned_as.get((id(fn), name), set())
+        if any("train" in n.lower() for n in names) or names & trained_over or returned:
             out.append(call)
     return out
 
