@@ -303,7 +303,7 @@ class Analysis:
         if not seen:
             return self.values.get(name)
         here = (where.lineno, where.col_offset)
-        fn = self.enclosing(where) if isinstance(where, ast.Call) else self._enclosing_of(where)
+        fn = self.enclosing(where)
         before = [(end, value, holder) for end, value, holder in seen if end <= here]
         local = [v for end, v, holder in before if holder is fn]
         if local:
@@ -562,8 +562,10 @@ class Analysis:
         return None
 
     def enclosing(self, node):
-        """The innermost function of this file that holds a call, or None at module level."""
-        return self._enclosing.get(id(node))
+        """The innermost function of this file that holds a node, or None at module level."""
+        if isinstance(node, ast.Call):
+            return self._enclosing.get(id(node))
+        return self._enclosing_of(node)
 
     def callee(self, call):
         """The function or method of this file that `call` runs, when that can be seen: `f(...)` (one

@@ -26,8 +26,12 @@ MESSAGE = ("{how} {model} after its optimizer was built: the new parameters are 
 REPLACERS = {"resize_token_embeddings"}   # methods that swap a model's parameters for new tensors
 
 
-def _rebuilt_after(optimizers, owner: str, line: int) -> bool:
-    return any(o == owner and later > line for o, later in optimizers)
+def _built_before(a, optimizers, owner: str, node) -> bool:
+    """An optimizer over `owner`'s parameters built earlier in the same function (file order is run
+    order only within one function), and none built over them after `node` there."""
+    here = a.enclosing(node)
+    mine = [line for o, line, fn in optimizers if o == owner and fn is here]
+    return any(line < node.lineno for line in mine) and not any(line > node.lineno for line in mine)
 
 
 def _new_model(a, value, name: str) -> bool:
@@ -48,7 +52,7 @@ def check(a, emit):
         if isinstance(value, ast.Call) and a.kind_of(value) == "optimizer" and value.args:
             owner = method_call(value.args[0], "parameters")
             if owner:
-                optimizers.append((owner, node.lineno))
+                optimizers.append((owner, node.lineno, a.enclosing(value)))
     for node in sorted(a.index.of(ast.Assign), key=lambda n: n.lineno):
         value = node.value
         for target in node.targets:
@@ -56,12 +60,10 @@ def check(a, emit):
             if isinstance(target, ast.Attribute) and isinstance(value, ast.Call):
                 owner = dotted(target.value)
                 vname = a.imp.canon(value.func) or ""
-                if owner and vname.startswith("torch.nn.") and vname.split(".")[-1][:1].isupper() and any(
-                        o == owner and line < node.lineno for o, line in optimizers) \
-                        and not _rebuilt_after(optimizers, owner, node.lineno):
+                if owner and vname.startswith("torch.nn.") and vname.split(".")[-1][:1].isupper() \
+                        and _built_before(a, optimizers, owner, node):
                     emit(node, CODE, model=owner, how="a new module is attached to")
-            elif name and _new_model(a, value, name) and any(o == name and line < node.lineno for o, line in optimizers) \
-                    and not _rebuilt_after(optimizers, name, node.lineno):
+            elif name and _new_model(a, value, name) and _built_before(a, optimizers, name, node):
                 emit(node, CODE, model=name, how="a new model is assigned to")   # the optimizer keeps the old one's
     built = [n for n in a.index.of(ast.Assign) if isinstance(n.value, ast.Call) and a.kind_of(n.value) == "optimizer"]
     for call in a.index.calls:
