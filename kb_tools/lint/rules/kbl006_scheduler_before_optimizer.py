@@ -43,7 +43,21 @@ def _steps_optimizer(a, call, optimizer) -> bool:
     return False
 
 
+def _wrapper_steps(a, emit):
+    """A method that steps both, scheduler first: `def step(self): self.scheduler.step();
+    self.optimizer.step()` (an optimizer-and-scheduler wrapper), known by the attributes' names."""
+    for fn in a.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
+        calls = [c for stmt in fn.body if not isinstance(stmt, (ast.For, ast.While, ast.If))
+                 for c in a.index.calls_in(stmt)]
+        steps = [(c, method_call(c, "step")) for c in calls if method_call(c, "step")]
+        sched = next((c for c, r in steps if a.is_scheduler(r)), None)
+        opt = next((c for c, r in steps if "optim" in r.lower() and not a.is_scheduler(r)), None)
+        if sched is not None and opt is not None and calls.index(sched) < calls.index(opt):
+            emit(sched, CODE)
+
+
 def check(a, emit):
+    _wrapper_steps(a, emit)
     for scope in a.loop_scopes:
         for loop in scope.loops:
             own = [c for stmt in loop.body for c in a.index.calls_in(stmt)]
