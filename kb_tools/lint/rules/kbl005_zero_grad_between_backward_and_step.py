@@ -43,8 +43,9 @@ def check(a, emit):
                     if method_call(c, *BACKWARD) is not None:
                         last_backward = c
                     elif method_call(c, "zero_grad") is not None and last_backward is not None:
-                        if any(a.optimizer_step(s) and (s.lineno, s.col_offset) > (c.lineno, c.col_offset)
-                               for s in seq):
+                        after = seq[seq.index(c) + 1:]   # the next backward or step decides
+                        nxt = next((s for s in after if a.optimizer_step(s) or method_call(s, *BACKWARD) is not None), None)
+                        if nxt is not None and a.optimizer_step(nxt):
                             emit(c, CODE)
                         last_backward = None
                     elif a.optimizer_step(c):
