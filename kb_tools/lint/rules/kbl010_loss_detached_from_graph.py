@@ -15,24 +15,41 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import BACKWARD, dotted, method_call
+from kb_tools.lint.analysis import BACKWARD, SAME_VALUES, dotted, method_call
 
 CODE, NAME, ENTRY = "KBL010", "loss-detached-from-graph", "loss-detached-from-graph"
 MESSAGE = "the loss is computed from {how}: it is cut from the graph, so backward() reaches no parameter"
 
 
-def detached(expr) -> str | None:
-    """How a loss input was cut from the graph, if visibly: `.detach()`, `.data`, `.item()`, `.numpy()`."""
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
-                "detach", "item", "numpy", "tolist"):
-            return f"`.{node.func.attr}()`"
-        if isinstance(node, ast.Attribute) and node.attr == "data":
-            return "`.data`"
-    return None
+def detached(a, expr, depth: int = 0) -> str | None:
+    """How a loss input was cut from the graph, if visibly: `.detach()`, `.data`, `.item()`, `.numpy()`
+    on the way into the loss. A model called on a detached input (`D(fake.detach())`, a GAN's
+    discriminator step) still has a graph through its own parameters: its arguments are not read."""
+    if depth > 12 or expr is None:
+        return None
+    if isinstance(expr, ast.Call):
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in CUTTERS:
+            return f"`.{expr.func.attr}()`"
+        canon = a.imp.canon(expr.func) or ""
+        parts = list(expr.args) + [k.value for k in expr.keywords]
+        if canon.startswith("torch."):   # torch.sigmoid(x.data), F.softmax(...)
+            return next((how for p in parts for how in [detached(a, p, depth + 1)] if how), None)
+        if not canon and isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_VALUES | TENSOR_MATH:
+            parts.insert(0, expr.func.value)   # x.view(-1), x.mean(): the tensor it is called on
+            return next((how for p in parts for how in [detached(a, p, depth + 1)] if how), None)
+        return None   # a model or a function of the user's: its output has a graph of its own
+    if isinstance(expr, ast.Attribute):
+        return "`.data`" if expr.attr == "data" else None
+    children = {ast.BinOp: lambda e: [e.left, e.right], ast.UnaryOp: lambda e: [e.operand],
+                ast.Subscript: lambda e: [e.value], ast.Starred: lambda e: [e.value],
+                ast.Tuple: lambda e: e.elts, ast.List: lambda e: e.elts}.get(type(expr))
+    if children is None:
+        return None
+    return next((how for p in children(expr) for how in [detached(a, p, depth + 1)] if how), None)
 
 
 CUTTERS = {"detach", "item", "numpy", "tolist"}
+TENSOR_MATH = {"sum", "mean", "exp", "log", "abs", "pow", "sqrt", "clamp", "sigmoid", "softmax", "log_softmax", "tanh"}
 NEW_TENSORS = {"torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.as_tensor", "torch.autograd.Variable",
                "torch.autograd.variable.Variable"}
 
@@ -75,10 +92,10 @@ def _cut_loss(a, expr, losses, depth=0):
     return None
 
 
-def _backpropagated(a) -> set:
-    """The names whose value backward() is called on: `loss.backward()`, `scaler.scale(loss).backward()`,
+def _backpropagated(a) -> dict:
+    """The names whose value backward() is called on, with those calls: `loss.backward()`, `scaler.scale(loss).backward()`,
     `accelerator.backward(loss)`."""
-    out = set()
+    out: dict = {}
     for c in a.index.calls:
         receiver = method_call(c, *BACKWARD)
         if receiver is None:
@@ -87,7 +104,7 @@ def _backpropagated(a) -> set:
         if isinstance(target, ast.Call) and method_call(target, "scale") is not None and target.args:
             target = target.args[0]
         if dotted(target):
-            out.add(dotted(target))
+            out.setdefault(dotted(target), []).append(c)
     return out
 
 
@@ -101,7 +118,7 @@ def _terms(expr):
 
 def check(a, emit):
     for call, _ in a.loss_calls:
-        how = detached(call.args[0])
+        how = detached(a, call.args[0])
         if how:
             emit(call, CODE, how=how)
     loss_ids = {id(call) for call, _ in a.loss_calls}
@@ -116,8 +133,10 @@ def check(a, emit):
                 cut_names[dotted(t)] = (node, how)
     for node in a.index.of(ast.Assign, ast.AugAssign):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if not any(dotted(t) in backpropagated for t in targets):
-            continue
+        names = {dotted(t) for t in targets} & set(backpropagated)
+        if not names or not any(b.lineno > node.lineno or a.enclosing(b) is not a.enclosing(node)
+                                for name in names for b in backpropagated[name]):
+            continue   # assigned after every backward() of it in its function: a log (loss.detach() * n)
         for term in _terms(node.value):
             how = _cut_loss(a, term, losses)
             if how:
