@@ -6,12 +6,17 @@
    precision over every finding of that code on the whole corpus (good look-alikes
    included). These examples were written next to the rules, so they guard against
    regressions; they do not measure how the rules fare on code nobody tuned them to.
-2. Real scripts (tests/lint/real/, vendored from public repositories, see MANIFEST.yaml):
-   every finding, and false alarms per 1,000 lines and per 10 scripts. A finding counts
-   as a false alarm unless MANIFEST.yaml records it as judged true (the mistake is really there) by reading the code.
-3. TorchFix (an installable linter for deprecated and slow PyTorch API use) on the same
+2. Real reported bugs (tests/lint/bugs/MANIFEST.yaml): public threads with a confirmed cause,
+   in the users' code shapes, split by URL before any lint run. Recall on dev (used to develop
+   the rules) and on the frozen test split: a case is found when a finding points at its entry.
+3. Real scripts (tests/lint/real/, vendored from public repositories, see MANIFEST.yaml):
+   every finding, false alarms per 10 scripts on dev (the scripts the rules were developed
+   beside) and test (added later, split by identity), and each rule's precision. A finding
+   counts as a false alarm unless MANIFEST.yaml records it as judged true (the mistake is
+   really there) by reading the code.
+4. TorchFix (an installable linter for deprecated and slow PyTorch API use) on the same
    inputs, for comparison, when it is installed.
-4. Speed: `lint_source` on a 2,000-line script built from the real ones, against
+5. Speed: `lint_source` on a 2,000-line script built from the real ones, against
    `ast.parse` of the same text in the same process (the floor any ast linter pays).
 """
 from __future__ import annotations
@@ -60,6 +65,24 @@ def rule_corpus():
     return cases
 
 
+def real_bugs():
+    """Recall on the real reported bugs, dev and frozen test, as found (any finding for its entry)."""
+    from kb_tools.lint.engine import lint_file
+    with open(os.path.join(ROOT, "tests", "lint", "bugs", "MANIFEST.yaml"), encoding="utf-8") as fh:
+        items = yaml.safe_load(fh)
+    print(f"\nreal reported bugs: {len(items)} threads")
+    for split in ("dev", "test"):
+        part = [i for i in items if i["split"] == split]
+        found = [i for i in part if any(f.entry == i["entry"] for f in lint_file(os.path.join(ROOT, i["file"])))]
+        print(f"  {split:5} recall {len(found) / max(len(part), 1):.2f} ({len(found)}/{len(part)})")
+        by_entry = {}
+        for i in part:
+            by_entry.setdefault(i["entry"], [0, 0])[1] += 1
+        for i in found:
+            by_entry[i["entry"]][0] += 1
+        print("        " + ", ".join(f"{e} {n}/{t}" for e, (n, t) in sorted(by_entry.items())))
+
+
 def real_scripts():
     with open(os.path.join(REAL, "MANIFEST.yaml"), encoding="utf-8") as fh:
         items = yaml.safe_load(fh)
@@ -68,21 +91,34 @@ def real_scripts():
         print(f"\nreal scripts: {len(missing)} of {len(items)} files are not restored here; measured on the rest")
         items = [i for i in items if i["file"] not in missing]
     lines = findings = false_alarms = 0
+    per_split, per_rule = {}, {}
     print(f"\nreal scripts: {len(items)} files")
     for item in items:
         path = os.path.join(REAL, item["file"])
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
         lines += text.count("\n") + 1
+        split = item.get("split", "dev")   # the first scripts, read while the rules were written, are dev
+        counts = per_split.setdefault(split, [0, 0, 0])   # scripts, findings, false alarms
+        counts[0] += 1
         judged = {(j["code"], j["line"]): j["verdict"] for j in item.get("judged", [])}
         for f in lint_source(text, item["file"]):
             findings += 1
             verdict = judged.get((f.code, f.line), "unjudged")
-            false_alarms += str(verdict).lower() != "true"   # YAML reads `verdict: true` as a boolean
+            false = str(verdict).lower() != "true"   # YAML reads `verdict: true` as a boolean
+            false_alarms += false
+            counts[1] += 1
+            counts[2] += false
+            rule = per_rule.setdefault(f.code, [0, 0])
+            rule[0] += not false
+            rule[1] += 1
             print(f"  {f}  [{verdict}]")
     print(f"{findings} findings in {lines} lines; {false_alarms} counted as false alarms: "
           f"{1000 * false_alarms / max(lines, 1):.2f} per 1,000 lines, "
           f"{10 * false_alarms / max(len(items), 1):.2f} per 10 scripts")
+    for split, (n, found, false) in sorted(per_split.items()):
+        print(f"  {split:5} {n} scripts, {found} findings, {false} false alarms: {10 * false / max(n, 1):.2f} per 10 scripts")
+    print("  precision by rule: " + ", ".join(f"{code} {r[0]}/{r[1]}" for code, r in sorted(per_rule.items())))
     return [os.path.join(REAL, i["file"]) for i in items]
 
 
@@ -137,6 +173,7 @@ def speed(real_paths):
 
 if __name__ == "__main__":
     cases = rule_corpus()
+    real_bugs()
     paths = real_scripts()
     torchfix(cases, paths)
     speed(paths)

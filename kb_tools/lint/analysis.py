@@ -68,9 +68,10 @@ EXPAND_DEPTH = 2   # how many levels of the file's own functions a loop's calls 
 class Imports:
     """What local names stand for: `nn` -> torch.nn, `CrossEntropyLoss` -> torch.nn.CrossEntropyLoss."""
 
-    def __init__(self, tree):
+    def __init__(self, nodes):
+        """`nodes`: the file's import statements (or any nodes: the others are skipped)."""
         self.names = {}
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -244,7 +245,7 @@ class Analysis:
     def __init__(self, tree):
         self.tree = tree
         self.index = NodeIndex(tree)
-        self.imp = Imports(tree)
+        self.imp = Imports(sorted(self.index.of(ast.Import, ast.ImportFrom), key=lambda n: (n.lineno, n.col_offset)))
         self.kinds = {}          # dotted name -> "loss:ce" | "optimizer" | "scheduler" | "loader" | ...
         self.values = {}         # dotted name -> the expression it was last assigned (file order)
         self.history = {}        # dotted name -> [(end of the assignment, value, function holding it)], file order
@@ -254,10 +255,12 @@ class Analysis:
         self.evaluators = set()  # functions defined here that call .eval() and never .train()
         self.zeroers = set()     # functions defined here that zero gradients (zero_grad, p.grad = None)
         self.assigned = {}       # id(call) -> the dotted name its result is assigned to
+        self._read = False       # True once every assignment is read: kinds no longer change
         self._classes()
         self._assignments()
         self._arguments()
         self._evaluators()
+        self._read = True
 
     # -- what an expression is
     def activation(self, expr, depth: int = 0) -> str | None:
@@ -312,13 +315,19 @@ class Analysis:
             return None   # assigned in this function, but only after this point
         return before[-1][1] if before else self.values.get(name)
 
+    @cached_property
+    def _functions_by_start(self):
+        functions = sorted(self.index.of(ast.FunctionDef, ast.AsyncFunctionDef), key=lambda f: (f.lineno, f.col_offset))
+        return functions, [(f.lineno, f.col_offset) for f in functions]
+
     def _enclosing_of(self, node):
-        """The innermost function of this file whose span holds `node`."""
-        best = None
-        for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
-            if within(fn, node) and (best is None or within(best, fn)):
-                best = fn
-        return best
+        """The innermost function of this file whose span holds `node`: of those starting before it,
+        the last that still holds it."""
+        functions, starts = self._functions_by_start
+        for i in range(bisect_right(starts, (node.lineno, node.col_offset)) - 1, -1, -1):
+            if within(functions[i], node):
+                return functions[i]
+        return None
 
     def _function_activation(self, call) -> str | None:
         """The activation a function or tensor method applies: torch.softmax(x), F.sigmoid(x), x.log_softmax()."""
@@ -357,9 +366,18 @@ class Analysis:
 
     def kind_of(self, value) -> str | None:
         """What a constructor call builds: "loss:<kind>", "optimizer", "scheduler", "loader",
-        "sampler:distributed", "scaler"; None for anything else."""
+        "sampler:distributed", "scaler"; None for anything else. Remembered once the file's
+        assignments are all read (before that, what a name holds is still being learnt)."""
         if not isinstance(value, ast.Call):
             return None
+        if self._read:
+            known = self.__dict__.setdefault("_kind_cache", {})
+            if id(value) not in known:
+                known[id(value)] = self._kind_of(value)
+            return known[id(value)]
+        return self._kind_of(value)
+
+    def _kind_of(self, value) -> str | None:
         value = unchain(value)
         if not isinstance(value, ast.Call):   # criterion.cuda(): what the name already is
             return self.kinds.get(dotted(value) or "")
@@ -397,10 +415,22 @@ class Analysis:
             return None
         guard.add(id(call))
         try:
-            kinds = {self.kind_of(r.value) for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None}
+            kinds = {self.kind_of(r.value) for r in self.returns(fn)}
         finally:
             guard.discard(id(call))
         return kinds.pop() if len(kinds) == 1 else None
+
+    def returns(self, fn) -> list:
+        """The `return <value>` statements of a function (nested ones included), found once."""
+        found = self.__dict__.setdefault("_returns", {})
+        if id(fn) not in found:
+            found[id(fn)] = [r for r in self.index.of(ast.Return) if r.value is not None and within(fn, r)]
+        return found[id(fn)]
+
+    def holds_any(self, expr, nodes_sorted_starts) -> bool:
+        """Whether one of some nodes (given as their sorted (line, col) starts) starts inside `expr`."""
+        lo = bisect_left(nodes_sorted_starts, (expr.lineno, expr.col_offset))
+        return lo < len(nodes_sorted_starts) and nodes_sorted_starts[lo] <= (expr.end_lineno, expr.end_col_offset)
 
     def is_scheduler(self, name: str) -> bool:
         return self.kinds.get(name) == "scheduler" or (self.kinds.get(name) is None and "sched" in name.lower())
@@ -440,22 +470,19 @@ class Analysis:
 
     # -- gathering
     def _classes(self):
+        assigns = sorted(self.index.of(ast.Assign), key=lambda n: (n.lineno, n.col_offset))
         for cls in self.index.of(ast.ClassDef):
-            attrs = {}
-            for node in ast.walk(cls):
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                    for t in node.targets:
-                        if dotted(t):
-                            attrs[dotted(t)] = node.value
+            attrs = {dotted(t): node.value for node in assigns if isinstance(node.value, ast.Call) and within(cls, node)
+                     for t in node.targets if dotted(t)}
             forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
             if forward is None:
                 continue
             self._loss_wrapper(cls, forward)
-            returns = [n for n in ast.walk(forward) if isinstance(n, ast.Return) and n.value is not None]
+            returns = self.returns(forward)
             if len(returns) != 1:
                 continue
-            local = {dotted(t): n.value for n in ast.walk(forward) if isinstance(n, ast.Assign) for t in n.targets
-                     if dotted(t)}
+            local = {dotted(t): node.value for node in assigns if within(forward, node)   # source order: the last wins
+                     and node.lineno < returns[0].lineno for t in node.targets if dotted(t)}
             self.class_output[cls.name] = self._returned(returns[0].value, local, attrs)
 
     def _loss_wrapper(self, cls, forward):

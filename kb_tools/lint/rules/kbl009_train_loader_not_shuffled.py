@@ -57,7 +57,7 @@ def _returned_names(a) -> dict:
             fn = a.callee(value.value)
             if fn is None:
                 continue
-            for ret in (r for r in ast.walk(fn) if isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)):
+            for ret in (r for r in a.returns(fn) if isinstance(r.value, ast.Tuple)):
                 if value.slice.value < len(ret.value.elts) and dotted(ret.value.elts[value.slice.value]):
                     out.setdefault((id(fn), dotted(ret.value.elts[value.slice.value])), set()).add(name)
     return out
@@ -87,8 +87,7 @@ def training_loaders(a) -> list:
         name = a.assigned.get(id(call)) or ""
         fn = a.enclosing(call)
         returned = fn is not None and "train" in fn.name.lower() and any(
-            isinstance(r, ast.Return) and r.value is not None and (r.value is call or dotted(r.value) == name)
-            for r in ast.walk(fn))
+            r.value is call or dotted(r.value) == name for r in a.returns(fn))
         names = {name} | returned_as.get((id(fn), name), set())
         if any("train" in n.lower() for n in names) or names & trained_over or returned:
             out.append(call)

@@ -121,9 +121,9 @@ def check(a, emit):
         how = detached(a, call.args[0])
         if how:
             emit(call, CODE, how=how)
-    loss_ids = {id(call) for call, _ in a.loss_calls}
+    starts = sorted((call.lineno, call.col_offset) for call, _ in a.loss_calls)
     losses = {name for name, seen in a.history.items()   # names assigned from an expression holding a loss
-              if any(id(n) in loss_ids for _, value, _ in seen for n in ast.walk(value))}
+              if any(hasattr(value, "end_lineno") and a.holds_any(value, starts) for _, value, _ in seen)}
     backpropagated = _backpropagated(a)
     cut_names = {}   # name -> the assignment that made it a cut loss term
     for node in sorted(a.index.of(ast.Assign), key=lambda n: n.lineno):
