@@ -102,8 +102,8 @@ def check(a, emit):
                 continue
             if any(inner is not loop and within(loop, inner) and _trains_and_steps(a, inner) for inner in scope.loops):
                 continue   # an inner loop holds the steps: judged on its own
-            where = next((c for c in a.index.calls_in(loop) if c in backwards or any(
-                b in backwards for b in a.run_calls(c))), backwards[0])
+            where = next((c for c in a.index.calls_in(loop) if c in backwards or (a.callee(c) is not None and any(
+                b in backwards for b in a.run_calls(c)))), backwards[0])
             if not a.zeroes(loop):
                 emit(where, CODE, what="nothing in it zeroes the gradients" + (
                     " (they are zeroed outside it, once per pass of an outer loop)" if a.zeroes(scope.scope) else ""))

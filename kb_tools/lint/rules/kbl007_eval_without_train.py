@@ -1,5 +1,7 @@
-"""What it finds: `model.eval()` (or a helper defined in the file that calls `.eval()` and never
-`.train()`) inside an outer training loop that never calls `.train()` again.
+"""What it finds: a training loop (the epoch loop, or a batch loop that validates every N steps) that
+runs `.eval()`, itself or through the file's own functions and methods it calls (a `validate()`
+method, a model's `val_start()`), while nothing it runs calls `.train()` again. An EMA copy, a
+teacher or a target network put in eval mode is not the model being trained and is left alone.
 
 Why it hurts training: after the first evaluation every later epoch trains with dropout off and
 BatchNorm using (and no longer updating) its running statistics, so regularisation is gone and
@@ -55,7 +57,8 @@ def check(a, emit):
             if not evals:
                 continue
             own = a.index.calls_in(loop)
-            where = next((c for c in own if c in evals or any(e in evals for e in a.run_calls(c))), None)
+            where = next((c for c in own if c in evals or (a.callee(c) is not None and any(
+                e in evals for e in a.run_calls(c)))), None)   # the call that leads there, not print(validate())
             if where is None:
                 continue
             if where in evals:

@@ -1,6 +1,9 @@
 """What it finds: an outer training loop that calls `backward()` every iteration but the optimizer's
-`step()` only under an `if ... % N == 0`, where the loss is never divided (by N, a token count,
-or a reduction) before its backward.
+`step()` only under an `if ... % N == 0` (or a name assigned from one), or an inner loop over
+micro-batches (`for micro in range(accum_steps)`) that calls `backward()` with one step after it,
+where the loss is never divided (by N, a token count, or a reduction) before its backward. A loop
+that also steps on every pass (a critic each iteration, a generator every n_critic) alternates
+and is left alone; apex's `with amp.scale_loss(loss, opt) as scaled:` is followed to its loss.
 
 Why it hurts training: accumulated gradients are the sum over the micro-batches, so the update
 is N times larger than the batch the learning rate was tuned for: the effective learning rate

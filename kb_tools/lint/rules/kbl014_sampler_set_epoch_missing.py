@@ -1,4 +1,5 @@
-"""What it finds: a `DistributedSampler` in a file that never calls `set_epoch`.
+"""What it finds: a shuffling `DistributedSampler` in a file that never calls `set_epoch`; one built
+with `shuffle=False`, or bound to a validation or test name, needs no epoch and is left alone.
 
 Why it hurts training: the sampler seeds its shuffle with the epoch number; never told the
 epoch, it shuffles identically every epoch, so each rank sees the same samples in the same

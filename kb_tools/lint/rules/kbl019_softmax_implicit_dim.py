@@ -1,5 +1,6 @@
-"""What it finds: `F.softmax(x)` / `F.log_softmax(x)` called without `dim`, or `nn.Softmax()` /
-`nn.LogSoftmax()` built without `dim`.
+"""What it finds: `F.softmax(x)` / `F.log_softmax(x)` called without `dim` in a model's `forward` or
+in code that trains, or `nn.Softmax()` / `nn.LogSoftmax()` built without `dim`. A softmax that
+only turns a validation batch's logits into predictions is left alone.
 
 Why it hurts training: without `dim` torch guesses the axis from the number of dimensions (0 for
 a 1-D or 3-D tensor, 1 for 2-D or 4-D) and only warns. On a (batch, time, classes) tensor the guess
