@@ -101,6 +101,9 @@ def real_scripts():
         split = item.get("split", "dev")   # the first scripts, read while the rules were written, are dev
         counts = per_split.setdefault(split, [0, 0, 0])   # scripts, findings, false alarms
         counts[0] += 1
+        shaped = per_split.setdefault("  with look-alike shapes", [0, 0, 0]) if item.get("shapes") else None
+        if shaped is not None:
+            shaped[0] += 1
         judged = {(j["code"], j["line"]): j["verdict"] for j in item.get("judged", [])}
         for f in lint_source(text, item["file"]):
             findings += 1
@@ -109,6 +112,9 @@ def real_scripts():
             false_alarms += false
             counts[1] += 1
             counts[2] += false
+            if shaped is not None:
+                shaped[1] += 1
+                shaped[2] += false
             rule = per_rule.setdefault(f.code, [0, 0])
             rule[0] += not false
             rule[1] += 1
@@ -116,8 +122,9 @@ def real_scripts():
     print(f"{findings} findings in {lines} lines; {false_alarms} counted as false alarms: "
           f"{1000 * false_alarms / max(lines, 1):.2f} per 1,000 lines, "
           f"{10 * false_alarms / max(len(items), 1):.2f} per 10 scripts")
-    for split, (n, found, false) in sorted(per_split.items()):
-        print(f"  {split:5} {n} scripts, {found} findings, {false} false alarms: {10 * false / max(n, 1):.2f} per 10 scripts")
+    for split, (n, found, false) in sorted(per_split.items(), key=lambda kv: kv[0].startswith(" ")):
+        print(f"  {split.strip():5} {n} scripts, {found} findings, {false} false alarms: "
+              f"{10 * false / max(n, 1):.2f} per 10 scripts")
     print("  precision by rule: " + ", ".join(f"{code} {r[0]}/{r[1]}" for code, r in sorted(per_rule.items())))
     return [os.path.join(REAL, i["file"]) for i in items]
 

@@ -87,6 +87,8 @@ WHERE_TO_ADD = (
     ("a lint rule", [("kb_tools/lint/rules/", "one module: CODE, NAME, ENTRY, MESSAGE, check() and the docstring "
                                               "sections README's rule table is made from"),
                      ("tests/lint/cases.yaml", "bad examples it must flag and look-alikes it must not")]),
+    ("a real bug for kb lint", [("tests/lint/bugs/", "the case in the user's code shape and its MANIFEST item; the "
+                                                     "split follows the URL (README there)")]),
     ("a command", [("kb_tools/commands/", "one module: NAME, SUMMARY, DESCRIPTION, add_arguments(), run()"),
                    ("kb_tools/commands/__init__.py", "its name in ORDER (README's usage blocks follow)")]),
     ("a page of the site", [("site_templates/", "its jinja2 template"),
