@@ -258,7 +258,10 @@ class Analysis:
         self._read = False       # True once every assignment is read: kinds no longer change
         self._classes()
         self._assignments()
+        self._loop_targets()
         self._arguments()
+        self._propagate()
+        self._functions()
         self._evaluators()
         self._read = True
 
@@ -735,6 +738,53 @@ class Analysis:
                         table[name] = table[source]
             elif len(args) == 1 and isinstance(args[0], ast.Call):
                 self._bind(name, args[0])
+        for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):   # `loss=nn.CrossEntropyLoss()` defaults
+            params = fn.args.posonlyargs + fn.args.args
+            for param, default in zip(params[len(params) - len(fn.args.defaults):], fn.args.defaults):
+                assigned_here = any(holder is fn for _, _, holder in self.history.get(param.arg, []))
+                if isinstance(default, ast.Call) and (id(fn), param.arg) not in passed and not assigned_here \
+                        and param.arg not in self.kinds and self.kind_of(default):
+                    self._bind(param.arg, default)
+
+    def _propagate(self):
+        """`self.loss = loss` where the parameter `loss` became known only from its callers or its default:
+        the attribute is what the parameter is."""
+        for name, value in list(self.values.items()):
+            source = dotted(unchain(value)) if isinstance(value, (ast.Name, ast.Attribute, ast.Call)) else None
+            if not source or source == name:
+                continue
+            if name not in self.kinds and source in self.kinds:
+                self.kinds[name] = self.kinds[source]
+            if name not in self.model_output and source in self.model_output:
+                self.model_output[name] = self.model_output[source]
+
+    def _loop_targets(self):
+        """`for out in outputs:` reads an element of outputs: what outputs holds, out holds too (a softmax
+        of a batch is a softmax row by row); `enumerate(...)` and `zip(...)` are looked through."""
+        for loop in sorted(self.index.of(ast.For, ast.AsyncFor), key=lambda n: (n.lineno, n.col_offset)):
+            target, it = loop.target, loop.iter
+            if isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and it.args and \
+                    isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                target, it = target.elts[1], it.args[0]
+            name = dotted(target)
+            if name and dotted(it):
+                element = ast.copy_location(ast.Subscript(value=it, slice=ast.Slice(), ctx=ast.Load()), it)
+                self._bind(name, element, target)
+
+    def _functions(self):
+        """A plain function of the file that returns what models return (`def D(x): return D_gan(h),
+        D_aux(h)`) is called like one: its name gets that output, a tuple for a tuple."""
+        for fn in self.index.of(ast.FunctionDef):
+            if fn.name in self.values or id(fn) in self._definitions[2]:
+                continue   # a method, or a name also assigned: not plainly this function
+            returns = self.returns(fn)
+            if len(returns) != 1:
+                continue
+            local = {dotted(t): node.value for node in sorted(self.index.of(ast.Assign), key=lambda n: n.lineno)
+                     if within(fn, node) for t in node.targets if dotted(t)}
+            out = self._returned(returns[0].value, local, self.values)
+            if out is not None and out != (None,) * (len(out) if isinstance(out, tuple) else 0):
+                self.model_output.setdefault(fn.name, out)
 
     def _evaluators(self):
         for node in self.index.of(ast.Assign):

@@ -17,7 +17,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import BACKWARD, method_call, within
+from kb_tools.lint.analysis import BACKWARD, method_call, unchain, within
 
 CODE, NAME, ENTRY = "KBL005", "zero-grad-between-backward-and-step", "optimizer-step-order"
 MESSAGE = "zero_grad() between backward() and step() wipes the gradients: step() then moves nothing"
@@ -33,6 +33,16 @@ def loop_blocks(a, loop) -> list:
                           for f in ("body", "orelse") if isinstance(getattr(n, f, None), list)]
 
 
+def _part_of_a_model(a, receiver: str) -> bool:
+    """`net.encoder.zero_grad()`: a submodule of a known model, cleared on purpose to freeze that part
+    for this step (the rest of the gradients still reach step())."""
+    if "." not in receiver or receiver.startswith("self.") and receiver.count(".") == 1:
+        return False
+    owner = receiver.rsplit(".", 1)[0]
+    owners = {a.optimizer_owner(n) for n, kind in a.kinds.items() if kind == "optimizer"}
+    return owner in a.model_output or owner in owners or isinstance(unchain(a.values.get(owner)), ast.Call)
+
+
 def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
@@ -42,7 +52,8 @@ def check(a, emit):
                 for c in seq:
                     if method_call(c, *BACKWARD) is not None:
                         last_backward = c
-                    elif method_call(c, "zero_grad") is not None and last_backward is not None:
+                    elif method_call(c, "zero_grad") is not None and last_backward is not None \
+                            and not _part_of_a_model(a, method_call(c, "zero_grad")):
                         after = seq[seq.index(c) + 1:]   # the next backward or step decides
                         nxt = next((s for s in after if a.optimizer_step(s) or method_call(s, *BACKWARD) is not None), None)
                         if nxt is not None and a.optimizer_step(nxt):
@@ -51,7 +62,8 @@ def check(a, emit):
                     elif a.optimizer_step(c):
                         last_backward = None
             found = a.accumulation(loop)
-            if found is not None:   # accumulation: a zero_grad on every micro-batch wipes the earlier ones
+            inner = [n for n in scope.loops if n is not loop and within(loop, n) and a.index.trains(n)]
+            if found is not None and not inner:   # accumulation: a zero_grad on every micro-batch wipes the earlier ones
                 branches = [n for n in a.index.of(ast.If, ast.FunctionDef) if within(loop, n) and n is not loop]
                 skips = [n for n in branches if isinstance(n, ast.If) and any(
                     isinstance(x, (ast.Continue, ast.Break, ast.Return)) for x in ast.walk(n))]
