@@ -1,0 +1,79 @@
+"""What it finds: a file that puts a model in training mode (`.train()`) and never in evaluation mode
+(no `.eval()`, no `.train(False)` anywhere), with an evaluation loop that calls the model: a loop
+under or around a `torch.no_grad()` / `torch.inference_mode()` block that calls no `backward()`, or
+a loop over a loader named for validation or test. That evaluation runs in training mode.
+
+Why it hurts training: in training mode dropout still drops units and BatchNorm normalises each
+evaluation batch with its own statistics and folds them into its running averages, so the
+validation numbers are noisy and pessimistic, model selection and early stopping act on them,
+and the test batches change the model's BatchNorm state.
+
+Example:
+    model.train()
+    for x, y in train_loader: ...
+    with torch.no_grad():
+        for x, y in val_loader:
+            acc += (model(x).argmax(1) == y).sum()
+
+Use instead:
+    model.eval()
+    with torch.no_grad():
+        for x, y in val_loader: ...
+    model.train()
+"""
+import ast
+
+from kb_tools.lint.analysis import BACKWARD, dotted, method_call, within
+
+CODE, NAME, ENTRY = "KBL021", "evaluation-in-train-mode", "train-eval-mode"
+MESSAGE = ("{model}.train() is called in this file and nothing calls .eval(): this evaluation loop runs with "
+           "dropout on and BatchNorm updating its running statistics")
+NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled"}
+EVAL_WORDS = ("val", "test", "eval", "dev_loader", "dev_dl")
+
+
+def _to_eval(c) -> bool:
+    """`.eval()`, or `.train(False)` / `.train(mode=False)`."""
+    if method_call(c, "eval") is not None and not c.args:
+        return True
+    if method_call(c, "train") is not None:
+        arg = c.args[0] if c.args else next((k.value for k in c.keywords if k.arg == "mode"), None)
+        return isinstance(arg, ast.Constant) and arg.value is False
+    return False
+
+
+def _evaluation_loops(a) -> list:
+    """Loops that evaluate: under (or around) a no_grad/inference_mode block, or over a validation or
+    test loader, calling no backward()."""
+    guarded = [w for w in a.index.of(ast.With, ast.AsyncWith) if any(
+        isinstance(i.context_expr, ast.Call) and (a.imp.canon(i.context_expr.func) or "") in NO_GRAD
+        for i in w.items)]
+    guarded += [fn for fn in a.index.of(ast.FunctionDef) if any(
+        (a.imp.canon(d.func if isinstance(d, ast.Call) else d) or "") in NO_GRAD for d in fn.decorator_list)]
+    out = []
+    for loop in a.index.of(ast.For, ast.AsyncFor):
+        if any(method_call(c, *BACKWARD) is not None for c in a.run_calls(loop)):
+            continue
+        words = (ast.unparse(loop.iter) or "").lower()
+        over_eval = any(w in words for w in EVAL_WORDS)
+        if over_eval or any(within(g, loop) or within(loop, g) for g in guarded):
+            out.append(loop)
+    return out
+
+
+def check(a, emit):
+    calls = a.index.calls
+    if any(_to_eval(c) for c in calls):
+        return
+    trained = [method_call(c, "train") for c in calls if method_call(c, "train") and not c.args and not c.keywords]
+    if not trained:
+        return
+    loops = _evaluation_loops(a)
+    calls_a_model = {id(loop) for loop in loops if any(
+        isinstance(c.func, (ast.Name, ast.Attribute)) and (dotted(c.func) in trained or dotted(c.func) in a.model_output
+                                                            or (dotted(c.func) or "").endswith(".generate"))
+        for c in a.run_calls(loop))}
+    for loop in loops:
+        if id(loop) in calls_a_model and not any(within(other, loop) and other is not loop for other in loops):
+            emit(loop, CODE, model=trained[0])
+            return
