@@ -1,5 +1,6 @@
 """What it finds: `clip_grad_norm_` / `clip_grad_value_` after a `scaler.scale(loss).backward()` in
-the same block, with no `scaler.unscale_(optimizer)` between them.
+the same block (an `if args.clip > 0:` around the clip included), with no
+`scaler.unscale_(optimizer)` between them.
 
 Why it hurts training: under a GradScaler the gradients are still multiplied by the loss scale
 (65,536 at the start), so the clipping threshold is compared with gradients thousands of times
@@ -34,6 +35,9 @@ def straight_calls(a, block) -> list:
     for stmt in block:
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             out.extend(c for item in stmt.items for c in a.index.calls_in(item.context_expr))
+            out.extend(straight_calls(a, stmt.body))
+        elif isinstance(stmt, ast.If) and not stmt.orelse:   # `if args.clip > 0:` around the clip
+            out.extend(a.index.calls_in(stmt.test))
             out.extend(straight_calls(a, stmt.body))
         elif not isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.FunctionDef,
                                    ast.AsyncFunctionDef, ast.ClassDef)):

@@ -1,6 +1,6 @@
 """What it finds: in a module's `__init__`, layers kept in a plain Python list or dict
-(`self.layers = [nn.Linear(...) for _ in range(n)]`, `self.heads = {"a": nn.Linear(...)}`, or
-`nn.Module` objects appended to a list attribute).
+(`self.layers = [nn.Linear(...) for _ in range(n)]`, `self.heads = {"a": nn.Linear(...)}`,
+`nn.Module` objects appended to a list attribute, or stored under a key of a dict attribute).
 
 Why it hurts training: `nn.Module` registers only submodules assigned as attributes or held in
 `nn.ModuleList` / `nn.ModuleDict`, so these layers are missing from `model.parameters()` (the
@@ -76,6 +76,10 @@ def check(a, emit):
                         plain.add(target)
                         if any(_builds_module(a, e, local) for e in _elements(node.value)):
                             emit(node, CODE)
+            for node in ast.walk(fn):   # self.weights["w%d" % i] = nn.Linear(...): a module stored in a plain dict
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
+                        and dotted(node.targets[0].value) in plain and _builds_module(a, node.value, local):
+                    emit(node, CODE)
             for call in a.index.calls_in(fn):
                 if isinstance(call.func, ast.Attribute) and call.func.attr in ("append", "extend", "insert") \
                         and dotted(call.func.value) in plain and call.args \
