@@ -27,8 +27,8 @@ LOOPS = (ast.For, ast.While, ast.AsyncFor)
 # still a Net, `nn.CrossEntropyLoss().cuda()` still a loss, `probs.view(-1, C)` still probabilities.
 SAME_MODULE = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "requires_grad_", "type"}
 SAME_VALUES = SAME_MODULE - {"train", "requires_grad_"} | {"view", "reshape", "contiguous", "squeeze", "unsqueeze",
-                                                          "flatten", "permute", "transpose", "clone", "view_as", "resize", "resize_as",
-                                                          "expand", "expand_as", "repeat", "narrow",
+                                                          "flatten", "permute", "transpose", "clone", "view_as", "resize",
+                                                          "resize_as", "expand", "expand_as", "repeat", "narrow",
                                                           "reshape_as", "type_as"}
 SAME_VALUE_FUNCTIONS = {f"torch.{n}" for n in ("squeeze", "unsqueeze", "flatten", "reshape", "transpose", "permute",
                                                 "clone", "movedim", "swapaxes")}

@@ -49,14 +49,22 @@ def _unzeroed(a, calls, stepped) -> list:
     """Of two or more optimizers stepped, those nothing zeroes (not themselves, not the model they
     were built on); empty when a zeroing call's target is not known (it may clear them all)."""
     targets = {method_call(c, "zero_grad") for c in calls if method_call(c, "zero_grad") is not None}
-    optimizers = {o for o in stepped if a.kinds.get(o) == "optimizer"}
+    optimizers = {o for o in stepped if a.kinds.get(o) == "optimizer" or "optim" in o.rsplit(".", 1)[-1].lower()}
     if len(optimizers) < 2 or "" in targets:
         return []
-    known = {t for t in targets if t in optimizers or any(a.optimizer_owner(o) == t for o in optimizers)}
+
+    def owner_of(optimizer: str) -> str | None:
+        """The model an optimizer was built on, or the module that holds it (`disc.optimizer` -> disc)."""
+        built_on = a.optimizer_owner(optimizer)
+        if built_on:
+            return built_on
+        holder = optimizer.rsplit(".", 1)[0] if "." in optimizer else None
+        return holder if holder not in (None, "self") else None
+    known = {t for t in targets if t in optimizers or any(owner_of(o) == t for o in optimizers)}
     if known != targets:
         return []
     def zeroed(optimizer: str) -> bool:
-        owner = a.optimizer_owner(optimizer)
+        owner = owner_of(optimizer)
         return optimizer in targets or bool(owner) and any(
             owner == t or str(owner).startswith(f"{t}.") for t in targets if t)
     return sorted(o for o in optimizers if not zeroed(o))

@@ -1,6 +1,7 @@
 """What it finds: a learning-rate scheduler's `step()` that comes before the optimizer's `step()` in
-a loop body: the optimizer's own `step()`, one in a function of the file the loop calls, or a
-call that is handed the scheduler's optimizer (`train(model, loader, optimizer)`).
+a loop body (the optimizer's own `step()`, one in a function of the file the loop calls, or a call
+that is handed the scheduler's optimizer: `train(model, loader, optimizer)`), or at the top of a
+function that steps the optimizer after it (a per-epoch `train_epoch()`, a wrapper's `step()`).
 
 Why it hurts training: current torch expects `optimizer.step()` first and the scheduler's
 `step()` after it. In the other order the schedule has already advanced once before any update
@@ -43,21 +44,27 @@ def _steps_optimizer(a, call, optimizer) -> bool:
     return False
 
 
-def _wrapper_steps(a, emit):
-    """A method that steps both, scheduler first: `def step(self): self.scheduler.step();
-    self.optimizer.step()` (an optimizer-and-scheduler wrapper), known by the attributes' names."""
+def _function_steps(a, emit):
+    """A function whose body steps its scheduler (at its top level) before the optimizer steps in it:
+    an optimizer-and-scheduler wrapper (`def step(self): self.scheduler.step(); self.optimizer.step()`)
+    or a per-epoch `train_epoch()` that steps the scheduler before its batch loop. Optimizers and
+    schedulers are known by kind or by name."""
     for fn in a.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
-        calls = [c for stmt in fn.body if not isinstance(stmt, (ast.For, ast.While, ast.If))
-                 for c in a.index.calls_in(stmt)]
-        steps = [(c, method_call(c, "step")) for c in calls if method_call(c, "step")]
-        sched = next((c for c, r in steps if a.is_scheduler(r)), None)
-        opt = next((c for c, r in steps if "optim" in r.lower() and not a.is_scheduler(r)), None)
-        if sched is not None and opt is not None and calls.index(sched) < calls.index(opt):
+        top = [c for stmt in fn.body if not isinstance(stmt, (ast.For, ast.While, ast.If, ast.Try))
+               for c in a.index.calls_in(stmt)]
+        sched = next((c for c in top if method_call(c, "step") and a.is_scheduler(method_call(c, "step"))), None)
+        if sched is None:
+            continue
+        calls = [c for stmt in fn.body for c in a.run_calls(stmt)]
+        opt = next((c for c in calls if method_call(c, "step") and not a.is_scheduler(method_call(c, "step"))
+                    and (a.kinds.get(method_call(c, "step")) in ("optimizer", "scaler")
+                         or "optim" in method_call(c, "step").lower())), None)
+        if opt is not None and calls.index(sched) < calls.index(opt):
             emit(sched, CODE)
 
 
 def check(a, emit):
-    _wrapper_steps(a, emit)
+    _function_steps(a, emit)
     for scope in a.loop_scopes:
         for loop in scope.loops:
             own = [c for stmt in loop.body for c in a.index.calls_in(stmt)]
