@@ -275,6 +275,10 @@ class Analysis:
             if act or isinstance(expr.func, ast.Call):
                 return act or self._module_output(expr.func)   # nn.Softmax(dim=1)(x)
             canon = self.imp.canon(expr.func)
+            if canon in ("torch.exp", "torch.log") and expr.args:   # exp(log_softmax) is a softmax, log(softmax) a log_softmax
+                inner = self.activation(expr.args[0], depth + 1)
+                turned = {("torch.exp", "log_softmax"): "softmax", ("torch.log", "softmax"): "log_softmax"}
+                return turned.get((canon, inner))
             if canon in SAME_VALUE_FUNCTIONS and expr.args:
                 return self.activation(expr.args[0], depth + 1)       # torch.squeeze(probs)
             if canon is None and isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_VALUES:
@@ -365,7 +369,26 @@ class Analysis:
         if isinstance(call.func, ast.Call) and torch_loss(self.imp.canon(call.func.func) or ""):
             return LOSS_KINDS.get(self.imp.canon(call.func.func), "other")   # nn.CrossEntropyLoss()(x, y)
         kind = self.kinds.get(dotted(call.func) or "")
-        return kind[5:] if kind and kind.startswith("loss:") else None
+        if kind and kind.startswith("loss:"):
+            return kind[5:]
+        fn = self.callee(call) if self._read else None
+        return self.function_loss.get(id(fn)) if fn is not None else None   # def aux_loss(self, y_hat, y): ...
+
+    @cached_property
+    def function_loss(self) -> dict:
+        """id(function) -> loss kind, for the file's functions and methods that return a torch loss of
+        their first argument (`def auxiliary_loss(self, y_hat, y): return F.cross_entropy(y_hat, y)`)."""
+        out = {}
+        for fn in self.index.of(ast.FunctionDef):
+            params = [p.arg for p in fn.args.args]
+            if params and params[0] in ("self", "cls"):
+                params = params[1:]
+            for ret in self.returns(fn) if params else []:
+                call = ret.value
+                name = self.imp.canon(call.func) if isinstance(call, ast.Call) else None
+                if name and torch_loss(name) and call.args and dotted(unchain(call.args[0], SAME_VALUES)) == params[0]:
+                    out[id(fn)] = LOSS_KINDS.get(name, "other")
+        return out
 
     def kind_of(self, value) -> str | None:
         """What a constructor call builds: "loss:<kind>", "optimizer", "scheduler", "loader",
