@@ -279,3 +279,49 @@ def test_every_rule_module_has_its_docstring_sections(module):
     for section in SECTIONS:
         assert f"{section}:" in doc, f"{module.__name__}: no `{section}:` section"
     assert module.__name__.rsplit(".", 1)[-1].startswith(module.CODE.lower())
+
+
+ENGINE = '''import torch
+
+
+def train_one_epoch(model, loader, optimizer, criterion):
+    for x, y in loader:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+
+
+def evaluate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+'''
+MAIN = '''import torch
+from engine import evaluate, train_one_epoch
+from . import engine as eng
+
+
+def main(model, train_loader, val_loader):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model.train()
+    for epoch in range(10):
+        train_one_epoch(model, train_loader, optimizer, torch.nn.CrossEntropyLoss())
+        eng.evaluate(model, val_loader)
+'''
+
+
+def test_files_given_together_are_followed_into_each_other(capsys, tmp_path):
+    """main.py's epoch loop calls engine.py's train_one_epoch (which never calls .train()) and
+    evaluate (which calls .eval()): only when the two are linted together can the loop be seen to
+    leave the model in eval mode. The finding is reported in main.py, at the call."""
+    (tmp_path / "engine.py").write_text(ENGINE)
+    (tmp_path / "main.py").write_text(MAIN)
+    code, out, _ = run(capsys, "lint", str(tmp_path / "main.py"))
+    assert code == 0 and "KBL007" not in out
+    code, out, _ = run(capsys, "lint", str(tmp_path))
+    lines = [line for line in out.splitlines() if "KBL" in line]
+    assert code == 1 and len(lines) == 1 and lines[0].startswith(f"{tmp_path / 'main.py'}:11:9: KBL007 eng.evaluate()")
+    # with .train() back at the top of the epoch's training, the same pair is clean
+    (tmp_path / "engine.py").write_text(ENGINE.replace("    for x, y in loader:\n", "    model.train()\n    for x, y in loader:\n", 1))
+    code, out, _ = run(capsys, "lint", str(tmp_path))
+    assert "KBL007" not in out

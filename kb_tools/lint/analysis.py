@@ -81,6 +81,9 @@ class Imports:
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     self.names[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, ast.ImportFrom) and node.level:   # from .engine import train, from . import engine
+                for a in node.names:
+                    self.names[a.asname or a.name] = f"{node.module}.{a.name}" if node.module else a.name
 
     def canon(self, expr) -> str | None:
         """The dotted name an expression refers to, with imports resolved (`F.softmax` ->
@@ -172,9 +175,12 @@ class NodeIndex:
     def __init__(self, tree):
         self.tree = tree
         by_type = {}
+        ids = set()
         for node in ast.walk(tree):
             by_type.setdefault(type(node), []).append(node)
+            ids.add(id(node))
         self.by_type = by_type
+        self.ids = ids   # this file's nodes: a finding is reported only at one of them
         self.calls = sorted(by_type.get(ast.Call, []), key=lambda n: (n.lineno, n.col_offset))
         self.starts = [(n.lineno, n.col_offset) for n in self.calls]
 
@@ -242,8 +248,10 @@ class LoopScope:
 class Analysis:
     """The facts the rules read, gathered once per file."""
 
-    def __init__(self, tree):
+    def __init__(self, tree, project=None):
         self.tree = tree
+        self.project = project   # the other files linted with this one (a Project), or None
+        self.foreign = {}        # id(function of another file) -> that file's Analysis
         self.index = NodeIndex(tree)
         self.imp = Imports(sorted(self.index.of(ast.Import, ast.ImportFrom), key=lambda n: (n.lineno, n.col_offset)))
         self.kinds = {}          # dotted name -> "loss:ce" | "optimizer" | "scheduler" | "loader" | ...
@@ -628,9 +636,12 @@ class Analysis:
         func = call.func
         if isinstance(func, ast.Name):
             found = functions.get(func.id, [])
-            return found[0] if len(found) == 1 else None
+            return found[0] if len(found) == 1 else self._imported(func) if not found else None
         if not isinstance(func, ast.Attribute):
             return None
+        if self.project is not None and isinstance(func.value, ast.Name) and func.value.id in self.imp.names \
+                and func.value.id not in self.values:
+            return self._imported(func)   # engine.train_one_epoch(...), tnt.train(...)
         receiver = dotted(func.value)
         if receiver in ("self", "cls"):
             fn = self._enclosing.get(id(call))
@@ -643,6 +654,25 @@ class Analysis:
             return None
         found = [m[func.attr] for m in methods.values() if func.attr in m]
         return found[0] if len(found) == 1 else None
+
+    def _imported(self, func):
+        """A function of another file linted together with this one, imported here by name or by module."""
+        if self.project is None:
+            return None
+        name = self.imp.canon(func)
+        if not name or "." not in name:
+            return None
+        module, attr = name.rsplit(".", 1)
+        found = self.project.function(module, attr)
+        if found is None:
+            return None
+        analysis, fn = found
+        self.foreign[id(fn)] = analysis
+        return fn
+
+    def owner_of(self, fn) -> "Analysis":
+        """The Analysis of the file a function belongs to: this one, or another of the project."""
+        return self.foreign.get(id(fn), self)
 
     def run_calls(self, node, depth: int = EXPAND_DEPTH) -> list:
         """The calls `node` runs, in order, with the calls of the file's own functions it calls spliced in
@@ -659,20 +689,25 @@ class Analysis:
                 out.extend(pending.pop()[1])
             out.append(c)
             fn = self.callee(c) if depth else None
-            if fn is not None and not within(fn, node):
-                pending.append(((c.end_lineno, c.end_col_offset), self.run_calls(fn, depth - 1)))
+            if fn is not None and (id(fn) in self.foreign or not within(fn, node)):
+                pending.append(((c.end_lineno, c.end_col_offset), self.owner_of(fn).run_calls(fn, depth - 1)))
         while pending:
             out.extend(pending.pop()[1])
         cache[key] = out
         return out
 
     def reached(self, node, depth: int = EXPAND_DEPTH) -> list:
-        """The file's own functions a node runs through its calls (`depth` levels)."""
-        out = []
-        for c in self.run_calls(node, depth):
+        """The functions (of this file, or of another file of the project) a node runs through its
+        calls, `depth` levels."""
+        out: list = []
+        if depth <= 0:
+            return out
+        for c in self.index.calls_in(node):
             fn = self.callee(c)
-            if fn is not None and fn not in out and not within(fn, node):
-                out.append(fn)
+            if fn is None or fn in out or (id(fn) not in self.foreign and within(fn, node)):
+                continue
+            out.append(fn)
+            out.extend(f for f in self.owner_of(fn).reached(fn, depth - 1) if f not in out)
         return out
 
     def trains(self, node) -> bool:
@@ -681,7 +716,7 @@ class Analysis:
 
     def zeroes(self, node) -> bool:
         """Whether `node` zeroes gradients, here or in a function it calls."""
-        return self.index.zeroes(node) or any(self.index.zeroes(fn) for fn in self.reached(node))
+        return self.index.zeroes(node) or any(self.owner_of(fn).index.zeroes(fn) for fn in self.reached(node))
 
     def periodic(self, test) -> bool:
         """Whether an `if` test is visibly periodic: `step % N == 0`, or a name assigned from one
@@ -821,3 +856,33 @@ class Analysis:
                 self.evaluators.add(fn.name)
             if self.index.zeroes(fn):
                 self.zeroers.add(fn.name)
+
+
+class Project:
+    """The files of a package linted together (`kb lint src/`): a call into another of them, imported by
+    name or by module, is followed like a call into the file's own functions. Files are parsed when
+    first needed; one that cannot be parsed is simply not followed."""
+
+    def __init__(self, files: dict):
+        """`files`: module name (`engine`, `util.misc`) -> source text; an ambiguous name is left out."""
+        self.files = files
+        self._analyses: dict = {}
+
+    def analysis(self, module: str):
+        if module not in self._analyses:
+            self._analyses[module] = None   # while it is built, a call back into it is not followed
+            try:
+                self._analyses[module] = Analysis(ast.parse(self.files[module]), project=self) \
+                    if module in self.files else None
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                self._analyses[module] = None
+        return self._analyses[module]
+
+    def function(self, module: str, name: str):
+        """(Analysis, function) for a module-level function of a project file, or None."""
+        for candidate in (module, module.rsplit(".", 1)[-1]):
+            analysis = self.analysis(candidate) if candidate in self.files else None
+            if analysis is not None:
+                found = analysis._definitions[0].get(name, [])
+                return (analysis, found[0]) if len(found) == 1 else None
+        return None

@@ -72,25 +72,28 @@ def _noqa(lines: list, line: int, code: str) -> bool:
     return code in {c.strip() for c in rest[1:rest.find("]")].split(",")}
 
 
-def lint_source(text: str, path: str = "<string>", select=None, ignore=None) -> list:
-    """Every finding in one file's source, sorted by line. Raises SyntaxError, also for code
-    nested too deeply to parse or walk (the parser raises MemoryError, a walk RecursionError)."""
+def lint_source(text: str, path: str = "<string>", select=None, ignore=None, project=None) -> list:
+    """Every finding in one file's source, sorted by line. `project` (analysis.Project): the other
+    files linted with it, whose functions its calls are followed into. Raises SyntaxError, also for
+    code nested too deeply to parse or walk (the parser raises MemoryError, a walk RecursionError)."""
     try:
         try:
             tree = ast.parse(text, filename=path)
         except ValueError as exc:  # a null byte, before Python 3.12
             raise SyntaxError(str(exc), (path, 1, 1, None)) from None
-        return _lint_tree(tree, text, path, select, ignore)
+        return _lint_tree(tree, text, path, select, ignore, project)
     except (RecursionError, MemoryError):
         raise SyntaxError("nested too deeply (Python cannot compile it either)", (path, 1, 1, None)) from None
 
 
-def _lint_tree(tree, text: str, path: str, select, ignore) -> list:
+def _lint_tree(tree, text: str, path: str, select, ignore, project=None) -> list:
     """lint_source on a parsed tree: each rule reads one Analysis of it."""
     lines = text.splitlines()
     found = {}
 
     def emit(node, code, **fill):
+        if id(node) not in analysis.index.ids:
+            return   # a node of another file the analysis followed a call into: that file reports its own
         name, entry, message = RULES[code]
         if (select and not any(code.startswith(s) for s in select)) or (ignore and any(code.startswith(s) for s in ignore)):
             return
@@ -99,7 +102,7 @@ def _lint_tree(tree, text: str, path: str, select, ignore) -> list:
         key = (node.lineno, node.col_offset + 1, code)
         found.setdefault(key, Finding(path, node.lineno, node.col_offset + 1, code, message.format(**fill), entry))
 
-    analysis = Analysis(tree)
+    analysis = Analysis(tree, project)
     for module in RULE_MODULES.values():
         module.check(analysis, emit)
     return [found[k] for k in sorted(found)]
@@ -153,7 +156,7 @@ def _read_script(name: str) -> bytes:
         raise ValueError(f"larger than {MAX_SOURCE_BYTES >> 20} MB; not a training script") from None
 
 
-def lint_file(name: str, select=None, ignore=None) -> list:
+def lint_file(name: str, select=None, ignore=None, project=None) -> list:
     """The findings in one file (STDIN: standard input); a file that cannot be read or parsed is
     one UNLINTABLE finding, at the line Python names when it has one."""
     path = STDIN_NAME if name == STDIN else name
@@ -166,7 +169,7 @@ def lint_file(name: str, select=None, ignore=None) -> list:
     except ValueError as exc:
         return unlintable(1, 1, f"cannot read: {exc}")
     try:
-        return lint_source(decode_python(data), path, select, ignore)
+        return lint_source(decode_python(data), path, select, ignore, project)
     except UnicodeDecodeError as exc:
         return unlintable(1, 1, f"cannot parse: not UTF-8 text ({exc.reason} at byte {exc.start}) and no "
                                 f"coding line names another encoding")
@@ -180,7 +183,33 @@ def lint_paths(paths, select=None, ignore=None, stdin: bool = False) -> list:
     for code in list(select or []) + list(ignore or []):
         if not any(c.startswith(code) for c in RULES):
             raise UsageError(f"unknown rule code '{code}' (codes: {', '.join(RULES)})")
-    return [f for name in python_files(paths, stdin) for f in lint_file(name, select, ignore)]
+    names = python_files(paths, stdin)
+    project = _project(paths, names) if len(names) > 1 else None
+    return [f for name in names for f in lint_file(name, select, ignore, project)]
+
+
+def _project(paths, names):
+    """The files given together, as a Project: each under its module names (`engine` for engine.py,
+    `util.misc` for util/misc.py under a folder given); a name two files share is left out."""
+    from kb_tools.lint.analysis import Project
+    roots = [p for p in paths if p != STDIN and os.path.isdir(p)]
+    files, seen = {}, {}
+    for name in names:
+        if name == STDIN:
+            continue
+        try:
+            text = decode_python(_read_script(name))
+        except (OSError, ValueError, SyntaxError, UnicodeDecodeError):
+            continue
+        modules = {os.path.splitext(os.path.basename(name))[0]}
+        for root in roots:
+            rel = os.path.relpath(name, root)
+            if not rel.startswith(".."):
+                modules.add(os.path.splitext(rel)[0].replace(os.sep, "."))
+        for module in modules:
+            seen[module] = seen.get(module, 0) + 1
+            files[module] = text
+    return Project({m: t for m, t in files.items() if seen[m] == 1})
 
 
 __all__ = ["RULES", "UNLINTABLE", "Finding", "lint_source", "lint_file", "lint_paths", "rules_for"]
