@@ -45,11 +45,24 @@ def _stepped(a, steps) -> set:
     return out
 
 
+def _not_an_optimizer(a, name: str) -> bool:
+    """A name that says optim but holds something else: an EMA of the weights (`ema_optimizer =
+    WeightEMA(model, ema_model)`), a class of this file that is no torch Optimizer."""
+    if "ema" in name.rsplit(".", 1)[-1].lower():
+        return True
+    built = a.values.get(name)
+    if isinstance(built, ast.Call) and isinstance(built.func, ast.Name):
+        cls = next((c for c in a.index.of(ast.ClassDef) if c.name == built.func.id), None)
+        return cls is not None and not any("Optimizer" in (dotted(b) or "") for b in cls.bases)
+    return False
+
+
 def _unzeroed(a, calls, stepped) -> list:
     """Of two or more optimizers stepped, those nothing zeroes (not themselves, not the model they
     were built on); empty when a zeroing call's target is not known (it may clear them all)."""
     targets = {method_call(c, "zero_grad") for c in calls if method_call(c, "zero_grad") is not None}
-    optimizers = {o for o in stepped if a.kinds.get(o) == "optimizer" or "optim" in o.rsplit(".", 1)[-1].lower()}
+    optimizers = {o for o in stepped if a.kinds.get(o) == "optimizer" or (
+        "optim" in o.rsplit(".", 1)[-1].lower() and not _not_an_optimizer(a, o))}
     if len(optimizers) < 2 or "" in targets:
         return []
 

@@ -15,7 +15,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import BACKWARD, SAME_VALUES, dotted, method_call
+from kb_tools.lint.analysis import BACKWARD, SAME_VALUES, dotted, method_call, within
 
 CODE, NAME, ENTRY = "KBL010", "loss-detached-from-graph", "loss-detached-from-graph"
 MESSAGE = "the loss is computed from {how}: it is cut from the graph, so backward() reaches no parameter"
@@ -116,10 +116,20 @@ def _terms(expr):
         yield from _terms(expr.right)
 
 
+def _trained_on(a, call) -> bool:
+    """Whether a loss is one the code trains on: computed in a function or loop that calls backward()
+    (a validation loss on detached predictions, kept for the log, is not)."""
+    fn = a.enclosing(call)
+    if fn is not None:
+        return a.trains(fn)
+    return any(within(loop, call) and a.trains(loop) for scope in a.loop_scopes for loop in scope.loops) \
+        or not any(a.trains(loop) for scope in a.loop_scopes for loop in scope.loops)
+
+
 def check(a, emit):
     for call, _ in a.loss_calls:
         how = detached(a, call.args[0])
-        if how:
+        if how and _trained_on(a, call):
             emit(call, CODE, how=how)
     starts = sorted((call.lineno, call.col_offset) for call, _ in a.loss_calls)
     losses = {name for name, seen in a.history.items()   # names assigned from an expression holding a loss
