@@ -13,7 +13,9 @@ NAME = "lint"
 SUMMARY = "find the KB's mistakes in training scripts; exit 1 when found"
 DESCRIPTION = ("Read Python training scripts and report the mistakes of the KB's entries that are visible in the "
     "code, as path:line:col: CODE message (kb show ENTRY). Exit 0 clean, 1 findings, 2 usage or an "
-    "unreadable or unparsable file. Silence a line with `# kb: noqa` or `# kb: noqa[KBL001]`.")
+    "unreadable or unparsable file. Files given together (a folder, several paths) are read as one "
+    "project: a call into another of them is followed. Silence a line with `# kb: noqa` or "
+    "`# kb: noqa[KBL001]`.")
 
 
 def run(args) -> int:
