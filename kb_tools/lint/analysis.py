@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from bisect import bisect_left, bisect_right
 from functools import cached_property
+from typing import NamedTuple
 
 CE_LOSSES = {"torch.nn.CrossEntropyLoss", "torch.nn.functional.cross_entropy"}
 BCE_LOSSES = {"torch.nn.BCELoss", "torch.nn.functional.binary_cross_entropy"}
@@ -233,14 +234,22 @@ def own_statements(scope) -> list:
     return out
 
 
+class Definitions(NamedTuple):
+    """The functions and classes one file defines."""
+    functions: dict   # name -> [module-level or nested function], methods excluded
+    methods: dict     # class name -> {method name -> method}
+    owner: dict       # id(method) -> its class
+    classes: dict     # class name -> class
+
+
 class LoopScope:
-    """One scope's loops: all of them, the ids of those nested in another, the outermost ones, and
-    whether the scope zeroes gradients anywhere (itself or through a helper defined in the file)."""
+    """One scope's loops: all of them, the ids of those nested in another, and the outermost ones.
+    (Whether they zero gradients is Analysis.zeroes, which follows calls.)"""
 
-    __slots__ = ("scope", "loops", "inner", "outer", "zeroes")
+    __slots__ = ("scope", "loops", "inner", "outer")
 
-    def __init__(self, scope, loops, inner, outer, zeroes):
-        self.scope, self.loops, self.inner, self.outer, self.zeroes = scope, loops, inner, outer, zeroes
+    def __init__(self, scope, loops, inner, outer):
+        self.scope, self.loops, self.inner, self.outer = scope, loops, inner, outer
 
 
 # ---------------------------------------------------------------- the analysis of one file
@@ -260,17 +269,19 @@ class Analysis:
         self.class_output = {}   # class name -> "softmax" | "log_softmax" | "sigmoid" | "raw" (what forward returns)
         self.class_loss = {}     # class name -> loss kind, for the file's loss classes that wrap a torch loss
         self.model_output = {}   # dotted name -> what calling it returns, as above
-        self.evaluators = set()  # functions defined here that call .eval() and never .train()
-        self.zeroers = set()     # functions defined here that zero gradients (zero_grad, p.grad = None)
         self.assigned = {}       # id(call) -> the dotted name its result is assigned to
         self._read = False       # True once every assignment is read: kinds no longer change
+        self._kind_cache: dict = {}     # id(call) -> kind_of(call), once _read
+        self._factory_guard: set = set()  # the factory calls being resolved (a recursive factory stops)
+        self._returns: dict = {}        # id(function) -> its return statements
+        self._run_cache: dict = {}      # (id(node), depth) -> run_calls(node, depth)
         self._classes()
         self._assignments()
         self._loop_targets()
         self._arguments()
         self._propagate()
         self._functions()
-        self._evaluators()
+        self._assigned_calls()
         self._read = True
 
     # -- what an expression is
@@ -295,7 +306,7 @@ class Analysis:
             if callee is None:
                 return None
             if callee in ("self", "self.forward"):   # a model's own method calling its forward
-                cls = self._definitions[2].get(id(self.enclosing(expr)))
+                cls = self._definitions.owner.get(id(self.enclosing(expr)))
                 out = self.class_output.get(cls.name) if cls is not None else None
                 return out if isinstance(out, str) else None
             out = self.model_output.get(callee) or self._module_output(self.values.get(callee))
@@ -405,10 +416,9 @@ class Analysis:
         if not isinstance(value, ast.Call):
             return None
         if self._read:
-            known = self.__dict__.setdefault("_kind_cache", {})
-            if id(value) not in known:
-                known[id(value)] = self._kind_of(value)
-            return known[id(value)]
+            if id(value) not in self._kind_cache:
+                self._kind_cache[id(value)] = self._kind_of(value)
+            return self._kind_cache[id(value)]
         return self._kind_of(value)
 
     def _kind_of(self, value) -> str | None:
@@ -443,7 +453,7 @@ class Analysis:
     def _made_by(self, call):
         """The kind a factory of this file returns (`def get_criterion(self): return nn.BCELoss()`),
         when every return of it builds the same kind; None otherwise."""
-        guard = self.__dict__.setdefault("_factory_guard", set())
+        guard = self._factory_guard
         fn = self.callee(call) if id(call) not in guard else None
         if fn is None:
             return None
@@ -456,7 +466,7 @@ class Analysis:
 
     def returns(self, fn) -> list:
         """The `return <value>` statements of a function (nested ones included), found once."""
-        found = self.__dict__.setdefault("_returns", {})
+        found = self._returns
         if id(fn) not in found:
             found[id(fn)] = [r for r in self.index.of(ast.Return) if r.value is not None and within(fn, r)]
         return found[id(fn)]
@@ -465,6 +475,22 @@ class Analysis:
         """Whether one of some nodes (given as their sorted (line, col) starts) starts inside `expr`."""
         lo = bisect_left(nodes_sorted_starts, (expr.lineno, expr.col_offset))
         return lo < len(nodes_sorted_starts) and nodes_sorted_starts[lo] <= (expr.end_lineno, expr.end_col_offset)
+
+    def backpropagated(self, call):
+        """The loss a backward() call backpropagates: `loss.backward()`, `accelerator.backward(loss)`,
+        `scaler.scale(loss).backward()`, and apex's `with amp.scale_loss(loss, opt) as scaled:
+        scaled.backward()` followed back to `loss`."""
+        expr = call.args[0] if call.args else call.func.value
+        if isinstance(expr, ast.Call) and method_call(expr, "scale") is not None and expr.args:
+            expr = expr.args[0]
+        name = dotted(expr)
+        for node in self.index.of(ast.With, ast.AsyncWith) if name else []:
+            for item in node.items:
+                ctx = item.context_expr
+                if dotted(item.optional_vars) == name and isinstance(ctx, ast.Call) \
+                        and method_call(ctx, "scale_loss") is not None and ctx.args:
+                    return ctx.args[0]
+        return expr
 
     def is_scheduler(self, name: str) -> bool:
         return self.kinds.get(name) == "scheduler" or (self.kinds.get(name) is None and "sched" in name.lower())
@@ -497,9 +523,7 @@ class Analysis:
                 continue
             inner = {id(lp) for lp in loops if any(o is not lp and within(o, lp) for o in loops)}
             outer = [lp for lp in loops if id(lp) not in inner]
-            zeroes = any(self.index.zeroes(st) for st in getattr(scope, "body", [])) or any(
-                isinstance(c.func, ast.Name) and c.func.id in self.zeroers for st in own for c in self.index.calls_in(st))
-            out.append(LoopScope(scope, loops, inner, outer, zeroes))
+            out.append(LoopScope(scope, loops, inner, outer))
         return out
 
     # -- gathering
@@ -586,8 +610,8 @@ class Analysis:
 
     # -- the file's own functions: who calls them with what, and what a call to one runs
     @cached_property
-    def _definitions(self):
-        """(functions by name, methods by class name and name, class of each method, classes by name)."""
+    def _definitions(self) -> "Definitions":
+        """The file's functions by name, methods by class and name, the class of each method, classes by name."""
         functions, methods, owner, classes = {}, {}, {}, {}
         for cls in self.index.of(ast.ClassDef):
             classes[cls.name] = cls
@@ -598,7 +622,7 @@ class Analysis:
         for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
             if id(fn) not in owner:
                 functions.setdefault(fn.name, []).append(fn)
-        return functions, methods, owner, classes
+        return Definitions(functions, methods, owner, classes)
 
     @cached_property
     def _enclosing(self):
@@ -678,7 +702,7 @@ class Analysis:
         """The calls `node` runs, in order, with the calls of the file's own functions it calls spliced in
         after each such call (`depth` levels): a loop that calls `train_step()` runs its backward()."""
         key = (id(node), depth)
-        cache = self.__dict__.setdefault("_run_cache", {})
+        cache = self._run_cache
         if key in cache:
             return cache[key]
         cache[key] = []   # a recursive function: its own call adds nothing
@@ -771,7 +795,7 @@ class Analysis:
     def _arguments(self):
         """A parameter of a function of this file takes what its callers pass: when every call seen
         passes the same model, optimizer or loss (`train(model, optimizer)`), the parameter is that."""
-        functions, methods, owner, classes = self._definitions
+        owner = self._definitions.owner
         passed = {}
         for call in self.index.calls:
             fn = self.callee(call)
@@ -833,7 +857,7 @@ class Analysis:
         """A plain function of the file that returns what models return (`def D(x): return D_gan(h),
         D_aux(h)`) is called like one: its name gets that output, a tuple for a tuple."""
         for fn in self.index.of(ast.FunctionDef):
-            if fn.name in self.values or id(fn) in self._definitions[2]:
+            if fn.name in self.values or id(fn) in self._definitions.owner:
                 continue   # a method, or a name also assigned: not plainly this function
             returns = self.returns(fn)
             if len(returns) != 1:
@@ -844,18 +868,14 @@ class Analysis:
             if out is not None and out != (None,) * (len(out) if isinstance(out, tuple) else 0):
                 self.model_output.setdefault(fn.name, out)
 
-    def _evaluators(self):
+    def _assigned_calls(self):
+        """Which name each constructor call is bound to (a sampler named val_sampler, a loader named
+        train_loader)."""
         for node in self.index.of(ast.Assign):
             values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
             for value in values:   # x = Sampler(...) if distributed else None: x names the call too
                 if isinstance(value, ast.Call) and dotted(node.targets[0]):
                     self.assigned[id(value)] = dotted(node.targets[0])
-        for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):
-            names = [n.func.attr for n in self.index.calls_in(fn) if isinstance(n.func, ast.Attribute)]
-            if "eval" in names and "train" not in names and not self.index.trains(fn):
-                self.evaluators.add(fn.name)
-            if self.index.zeroes(fn):
-                self.zeroers.add(fn.name)
 
 
 class Project:
@@ -883,6 +903,6 @@ class Project:
         for candidate in (module, module.rsplit(".", 1)[-1]):
             analysis = self.analysis(candidate) if candidate in self.files else None
             if analysis is not None:
-                found = analysis._definitions[0].get(name, [])
+                found = analysis._definitions.functions.get(name, [])
                 return (analysis, found[0]) if len(found) == 1 else None
         return None

@@ -66,18 +66,20 @@ def _unzeroed(a, calls, stepped) -> list:
     if len(optimizers) < 2 or "" in targets:
         return []
 
-    def owner_of(optimizer: str) -> str | None:
+    def holder_of(optimizer: str) -> str | None:
         """The model an optimizer was built on, or the module that holds it (`disc.optimizer` -> disc)."""
         built_on = a.optimizer_owner(optimizer)
         if built_on:
             return built_on
         holder = optimizer.rsplit(".", 1)[0] if "." in optimizer else None
         return holder if holder not in (None, "self") else None
-    known = {t for t in targets if t in optimizers or any(owner_of(o) == t for o in optimizers)}
+
+    known = {t for t in targets if t in optimizers or any(holder_of(o) == t for o in optimizers)}
     if known != targets:
         return []
+
     def zeroed(optimizer: str) -> bool:
-        owner = owner_of(optimizer)
+        owner = holder_of(optimizer)
         return optimizer in targets or bool(owner) and any(
             owner == t or str(owner).startswith(f"{t}.") for t in targets if t)
     return sorted(o for o in optimizers if not zeroed(o))

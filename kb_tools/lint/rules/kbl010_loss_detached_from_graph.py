@@ -93,18 +93,12 @@ def _cut_loss(a, expr, losses, depth=0):
 
 
 def _backpropagated(a) -> dict:
-    """The names whose value backward() is called on, with those calls: `loss.backward()`, `scaler.scale(loss).backward()`,
-    `accelerator.backward(loss)`."""
+    """The names whose value backward() is called on (Analysis.backpropagated), with those calls."""
     out: dict = {}
     for c in a.index.calls:
-        receiver = method_call(c, *BACKWARD)
-        if receiver is None:
-            continue
-        target = c.args[0] if c.args else c.func.value
-        if isinstance(target, ast.Call) and method_call(target, "scale") is not None and target.args:
-            target = target.args[0]
-        if dotted(target):
-            out.setdefault(dotted(target), []).append(c)
+        target = dotted(a.backpropagated(c)) if method_call(c, *BACKWARD) is not None else None
+        if target:
+            out.setdefault(target, []).append(c)
     return out
 
 

@@ -55,18 +55,6 @@ def _accumulates(a, loop) -> bool:
         isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for node in found[0] for st in node.body for n in ast.walk(st))
 
 
-def _unscaled(a, expr):
-    """The loss behind apex's `with amp.scale_loss(loss, optimizer) as scaled_loss:`, else `expr`."""
-    name = dotted(expr)
-    for node in a.index.of(ast.With, ast.AsyncWith):
-        for item in node.items:
-            call = item.context_expr
-            if dotted(item.optional_vars) == name and name and isinstance(call, ast.Call) \
-                    and method_call(call, "scale_loss") is not None and call.args:
-                return call.args[0]
-    return expr
-
-
 MICRO_WORDS = ("accum", "micro")
 
 
@@ -90,13 +78,6 @@ def _micro_loop(a, loop):
     return None
 
 
-def _backpropagated(a, call):
-    inner = call.args[0] if call.args else call.func.value   # accelerator.backward(loss) or loss.backward()
-    if isinstance(inner, ast.Call) and method_call(inner, "scale") is not None and inner.args:
-        inner = inner.args[0]   # scaler.scale(loss).backward()
-    return _unscaled(a, inner)   # with amp.scale_loss(loss, opt) as scaled: scaled.backward()
-
-
 def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.outer:
@@ -108,6 +89,6 @@ def check(a, emit):
             for c in a.index.calls_in(micro or loop):
                 if method_call(c, *BACKWARD) is None:
                     continue
-                if not divided(a, _backpropagated(a, c)):
+                if not divided(a, a.backpropagated(c)):
                     emit(c, CODE)
                 break
