@@ -20,6 +20,9 @@ SUITE_CACHE = "KB_TESTS_CACHE_DIR"
 if SUITE_CACHE not in os.environ:
     os.environ[SUITE_CACHE] = tempfile.mkdtemp(prefix="kb-tests-cache-")
 os.environ["KB_CACHE_DIR"] = os.environ[SUITE_CACHE]
+# Two xdist workers already keep both cores busy: numpy's BLAS threads (the MiniLM tests) would only
+# spin against the other worker. Set before numpy is first imported; a value the caller set wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 @pytest.fixture(scope="session")
 def shipped_kb():

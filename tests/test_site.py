@@ -34,6 +34,8 @@ FIXTURE_KB = os.path.join(FIXTURE, "kb")
 # The entry page's sections, in the order a person mid-debug reads (render/sections.py PAGE_ORDER).
 SECTIONS = ["Symptoms", "Why it happens", "Fix", "How to check", "Caveats", "See also", "Evidence", "Snippet"]
 GPU = "NVIDIA H100 80GB HBM3"
+# One xdist worker runs the module, so the shipped and the fixture site are each built once.
+pytestmark = pytest.mark.xdist_group("site")
 
 
 def write_verified(directory, kb) -> str:

@@ -13,6 +13,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUG = os.path.join("tests", "watch", "cases", "double-softmax", "bug_softmax_in_forward.py")
 FIXED = os.path.join("tests", "watch", "cases", "double-softmax", "fixed_softmax_in_forward.py")
+pytestmark = pytest.mark.xdist_group("watch-readers")  # one worker watches the two scripts, once
 
 
 def kb(*argv, stdin=None, timeout=300):
