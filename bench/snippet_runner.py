@@ -3,10 +3,11 @@ the fork server (torch imported and warmed once), over the same snippets in the 
 
 Both runners run every plain-python snippet of the KB on CPU with the same environment, two at a
 time (as `make test` runs them under `-n 2`); the two passes are interleaved in rounds so that load
-on the shared machine falls on both alike. Reported: each pass's wall time, the ratio, and the
-snippets' own CPU time, which neither runner can save.
+on the shared machine falls on both alike. With --torchrun, the `launch: torchrun` snippets
+instead: torchrun itself against two ranks forked from the server. Reported: each pass's wall
+time, the ratio, and the snippets' own CPU time, which neither runner can save.
 
-    python bench/snippet_runner.py [--rounds 1] [--jobs 2] [--ids A B ...] [--json]
+    python bench/snippet_runner.py [--rounds 1] [--jobs 2] [--ids A B ...] [--torchrun] [--json]
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=1, help="pairs of passes (default 1)")
     ap.add_argument("--jobs", type=int, default=2, help="snippets at once (default 2, as make test)")
     ap.add_argument("--ids", nargs="*", help="only these entries (default: every plain-python snippet)")
+    ap.add_argument("--torchrun", action="store_true", help="the launch: torchrun snippets instead")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if not snippets.fork_server_usable():
@@ -53,7 +55,7 @@ def main(argv=None) -> int:
         return 2
     kb = load_kb(os.path.join(ROOT, "kb"), use_cache=False)
     entries = [kb.entries[i] for i in args.ids] if args.ids else \
-        [e for e in sorted(kb.entries.values(), key=lambda e: e.id) if e.launch != "torchrun"]
+        [e for e in sorted(kb.entries.values(), key=lambda e: e.id) if (e.launch == "torchrun") == args.torchrun]
     old, new = [], []
     for n in range(args.rounds):
         order = [(False, old), (True, new)] if n % 2 == 0 else [(True, new), (False, old)]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from kb_tools.snippets import runner as snippets
 from kb_tools.core.load import load_kb
 from kbfactory import entry, make_kb
@@ -69,7 +71,10 @@ def test_cuda_is_skipped_with_a_reason_without_a_gpu(tmp_path):
     assert snippets.device_skip_reason(e, "cpu") is None
 
 
-def test_torchrun_entries_launch_two_processes(tmp_path):
+@pytest.mark.parametrize("fork", ["1", "0"], ids=["forked-ranks", "torchrun"])
+def test_torchrun_entries_launch_two_processes(tmp_path, monkeypatch, fork):
+    """Both ways a torchrun snippet runs: two ranks forked from the warm server, and torchrun itself."""
+    monkeypatch.setenv(snippets.FORK_SERVER_VAR, fork)
     # each rank writes its line in one os.write: the ranks share the pipe, and print()'s pieces interleave
     code = textwrap.dedent("""\
         import os

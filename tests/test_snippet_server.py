@@ -178,3 +178,60 @@ def test_runs_that_differ_only_in_the_current_test_share_a_server_and_see_their_
     second = snippets.run_snippet(e, "cpu", env={**env, "PYTEST_CURRENT_TEST": "b (call)"}).stdout.split()
     assert first[0] == "a" and second[0] == "b"
     assert first[-1] == second[-1], "a second server was started"
+
+
+# Each rank prints, in one write, the variables it was started with that its caller did not have.
+RANK_PROBE = textwrap.dedent("""\
+    import json, os
+    given = json.loads(os.environ["KB_TEST_CALLER_ENV"])
+    new = {k: v for k, v in os.environ.items() if k not in given}
+    os.write(1, (json.dumps({"rank": int(os.environ["RANK"]), "vars": new}, sort_keys=True) + "\\n").encode())
+    """)
+# What differs from one launch to the next, and the one deliberate difference: torchrun's agent
+# hosts the rendezvous store, the forked ranks have no agent and rank 0 hosts it.
+PER_LAUNCH = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE"}
+
+
+def test_forked_ranks_get_the_environment_torchrun_gives_its_workers(tmp_path, monkeypatch):
+    import json
+    monkeypatch.setenv("KB_TEST_CALLER_ENV", json.dumps(sorted(snippets.child_env("cpu"))))
+    e = load_entry(tmp_path, snippet=RANK_PROBE, launch="torchrun")
+    forked, fresh = both_ways(e, monkeypatch)
+    assert forked.passed and fresh.passed, forked.stderr[-1000:] + fresh.stderr[-1000:]
+
+    def ranks(run):
+        rows = sorted((json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")),
+                      key=lambda r: r["rank"])
+        caller = {"KB_TEST_CALLER_ENV", snippets.FORK_SERVER_VAR, "PYTEST_CURRENT_TEST", "_"}  # set by the test
+        return [{k: v for k, v in r["vars"].items() if k not in PER_LAUNCH | caller} for r in rows]
+
+    assert len(ranks(forked)) == 2 and ranks(forked) == ranks(fresh), (forked.stdout, fresh.stdout)
+    names = [set(json.loads(line)["vars"]) for line in forked.stdout.splitlines()]
+    assert all(PER_LAUNCH <= n for n in names)  # set, with their own values
+    error_files = {json.loads(line)["vars"]["TORCHELASTIC_ERROR_FILE"] for line in forked.stdout.splitlines()}
+    assert len(error_files) == 2  # one per rank, as torchrun gives
+
+
+def test_a_rank_that_fails_fails_the_run_and_a_rank_left_waiting_is_stopped(tmp_path):
+    """Rank 1 raises; rank 0 sleeps on as if waiting for it: the run fails with rank 1's traceback
+    at the YAML line, once the grace for the other ranks is over, not at the wall backstop."""
+    code = textwrap.dedent("""\
+        import os
+        import time
+        if os.environ["RANK"] == "1":
+            raise ValueError("planted on rank 1")
+        time.sleep(600)
+        """)
+    e = load_entry(tmp_path, snippet=code, launch="torchrun")
+    run = snippets.run_snippet(e, "cpu", timeout=60, wall_timeout=300)
+    assert not run.passed and not run.timed_out and "planted on rank 1" in run.stderr
+    yaml_lines = (tmp_path / e.path).read_text().splitlines()
+    assert "planted on rank 1" in yaml_lines[snippets.failing_line(run) - 1]
+    assert run.seconds < 60
+
+
+def test_a_busy_rank_is_stopped_by_its_cpu_time(tmp_path):
+    code = "import os\nif os.environ['RANK'] == '1':\n    while True:\n        pass\n"
+    e = load_entry(tmp_path, snippet=code, launch="torchrun")
+    run = snippets.run_snippet(e, "cpu", timeout=2, wall_timeout=120)
+    assert not run.passed and run.timed_out and run.seconds < 60

@@ -1,6 +1,6 @@
 """Run an entry's snippet the way a user would, and map failures back to the YAML.
 
-A snippet is run as a plain script in its own process (or under torchrun for
+A snippet is run as a plain script in its own process (or as torchrun's two workers for
 `launch: torchrun`), exactly as `kb snippet ID` prints it. The device is chosen
 through the environment: the CPU run hides every GPU, so even a GPU machine
 tests the CPU path the snippet falls back to.
@@ -153,9 +153,10 @@ def run_snippet(entry, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT,
     `timeout` is in CPU seconds of the snippet's process, per thread it may use: a run is only cut
     short for the work it does, never because the machine is loaded. With `keep_globals` (names of
     module-level lists of numbers, e.g. the loss curves) those lists come back in `run.kept`. A
-    plain-python snippet runs in a child of the fork server (torch already imported); a torchrun
-    snippet is launched as a fresh process tree. A torchrun run that only hit the exit abort
-    (EXIT_ABORT) is run once more. `wall_timeout` overrides the wall-clock backstop (wall_backstop)."""
+    snippet runs in a child of the fork server (torch already imported), a torchrun snippet in
+    TORCHRUN_PROCS children with the environment torchrun gives its workers; with the server
+    off (FORK_SERVER_VAR=0), in a fresh `python` or `torchrun`. A torchrun run that only hit the
+    exit abort (EXIT_ABORT) is run once more. `wall_timeout` overrides the wall-clock backstop (wall_backstop)."""
     env = env if env is not None else child_env(device)
     text = script_text(entry) if script is None else script
     limits = (max(1, int(timeout * _threads(env))), wall_timeout)
@@ -180,8 +181,9 @@ def _run_once(entry, device: str, text: str, env: dict, limits: tuple, keep_glob
         with open(script, "w", encoding="utf-8") as fh:
             fh.write(text)
         kept_path = os.path.join(tmp, "kept-globals.json") if keep_globals and entry.launch != "torchrun" else None
-        if entry.launch != "torchrun" and fork_server_usable():
-            reply, out, err = _run_forked(script, tmp, env, (cpu_limit, wall_limit), keep_globals, kept_path)
+        if fork_server_usable():
+            ranks = TORCHRUN_PROCS if entry.launch == "torchrun" else 1
+            reply, out, err = _run_forked(script, tmp, env, (cpu_limit, wall_limit), keep_globals, kept_path, ranks)
         else:
             reply, out, err = _run_process(entry, script, tmp, env, (cpu_limit, wall_limit), keep_globals, kept_path)
         rc = None if reply["timed_out"] else reply["returncode"]
@@ -203,11 +205,13 @@ def _read(path: str) -> str:
         return ""
 
 
-def _run_forked(script: str, tmp: str, env: dict, limits: tuple, keep_globals: tuple, kept_path):
+def _run_forked(script: str, tmp: str, env: dict, limits: tuple, keep_globals: tuple, kept_path, ranks: int = 1):
     out_path, err_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
-    reply = fork_server(env).run({"script": script, "cwd": tmp, "env": env, "stdout": out_path, "stderr": err_path,
-                                  "keep": list(keep_globals), "kept_path": kept_path,
-                                  "cpu_limit": limits[0], "wall_limit": limits[1]})
+    request = {"script": script, "cwd": tmp, "env": env, "stdout": out_path, "stderr": err_path,
+               "keep": list(keep_globals), "kept_path": kept_path, "cpu_limit": limits[0], "wall_limit": limits[1]}
+    if ranks > 1:  # torchrun's workers, forked with the environment torchrun gives them (server.run_ranks)
+        request["ranks"] = ranks
+    reply = fork_server(env).run(request)
     return reply, _read(out_path), _read(err_path)
 
 
@@ -219,7 +223,7 @@ def _limit_cpu(seconds: int):
 
 
 def _run_process(entry, script: str, tmp: str, env: dict, limits: tuple, keep_globals: tuple, kept_path):
-    """A fresh interpreter (torchrun's process tree, or where fork is not available)."""
+    """A fresh interpreter (or torchrun's process tree), where the fork server is off or unavailable."""
     cpu_limit, wall_limit = limits
     cmd = command(entry, script)
     if kept_path:

@@ -10,7 +10,8 @@ of `torch._dynamo` (about 1 s), which were most of a small snippet's time.
 Run as `python -m kb_tools.snippets.server` by kb_tools.snippets.runner, which talks to it over the
 server's stdin and a private copy of its stdout, one JSON object per line each way:
 
-    request  {"script", "cwd", "stdout", "stderr", "keep": [names], "kept_path", "cpu_limit", "wall_limit"}
+    request  {"script", "cwd", "stdout", "stderr", "keep": [names], "kept_path", "cpu_limit", "wall_limit",
+              "ranks": N (optional: a `launch: torchrun` snippet, see run_ranks)}
     reply    {"returncode", "signal", "cpu_seconds", "seconds", "timed_out": null | "cpu" | "wall"}
 
 Timeouts are in CPU seconds of the child (RLIMIT_CPU, so a loaded machine cannot trip them);
@@ -91,8 +92,10 @@ def _child(request: dict, state: dict, server: int) -> None:
         if "env" in request:  # the caller's exact environment (a server serves callers that differ only in
             os.environ.clear()  # variables that do not change how torch imports)
             os.environ.update(request["env"])
+        # the ranks of one run share its two files, as torchrun's workers share its terminal
+        mode = os.O_APPEND if request.get("shared_output") else os.O_TRUNC
         for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o600)
             os.dup2(target, fd)
             os.close(target)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -216,6 +219,87 @@ def run_one(request: dict, state: dict, protocol_fd: int) -> dict:
             "seconds": round(seconds, 3), "timed_out": timed_out}
 
 
+def torchrun_env(env: dict, rank: int, world: int, port: int, run_id: str, folder: str) -> dict:
+    """The environment `torchrun --standalone --nproc-per-node <world>` gives its worker `rank`
+    (torch.distributed's LocalElasticAgent and run.py; tests/test_snippet_server.py compares the
+    two), except that rank 0 hosts the store torchrun's agent would host: what
+    `init_process_group()` and the snippets read."""
+    error_file = os.path.join(folder, "torchelastic", str(rank), "error.json")  # where @record writes
+    os.makedirs(os.path.dirname(error_file), exist_ok=True)
+    worker = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0", ROLE_RANK=str(rank),
+                  ROLE_NAME="default", LOCAL_WORLD_SIZE=str(world), WORLD_SIZE=str(world), GROUP_WORLD_SIZE="1",
+                  ROLE_WORLD_SIZE=str(world), MASTER_ADDR="localhost", MASTER_PORT=str(port),
+                  TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_MAX_RESTARTS="0", TORCHELASTIC_RUN_ID=run_id,
+                  TORCHELASTIC_USE_AGENT_STORE="False", TORCHELASTIC_ERROR_FILE=error_file,
+                  TORCHELASTIC_SIGNALS_TO_HANDLE="SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+    worker.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+    worker.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default for more than one process per node
+    return worker
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+RANK_GRACE = 2.0  # seconds the other ranks get to finish after one fails, before they are killed
+
+
+def run_ranks(request: dict, state: dict, protocol_fd: int) -> dict:
+    """A `launch: torchrun` snippet: `ranks` children forked from this warm process instead of
+    torchrun's fresh interpreters (three imports of torch), each with the environment torchrun
+    gives its workers, all writing to the run's stdout and stderr. As under torchrun, the run
+    fails when any rank fails, and the ranks still running are then stopped (after RANK_GRACE)."""
+    start = time.perf_counter()
+    server, world, port = os.getpid(), int(request["ranks"]), _free_port()
+    for path in (request["stdout"], request["stderr"]):
+        open(path, "w").close()
+    pids = []
+    for rank in range(world):
+        env = torchrun_env(request["env"], rank, world, port, f"kb-{server}-{port}", request["cwd"])
+        pid = os.fork()
+        if pid == 0:
+            _child(dict(request, env=env, shared_output=True, close_fds=[protocol_fd]), state, server)
+        pids.append(pid)
+    deadline, stop_at = time.monotonic() + float(request["wall_limit"]), None
+    done, failed, timed_out, cpu = {}, None, None, 0.0
+    while len(done) < world:
+        for pid in pids:
+            if pid in done:
+                continue
+            finished, status, usage = os.wait4(pid, os.WNOHANG)
+            if not finished:
+                continue
+            done[pid] = status
+            cpu += usage.ru_utime + usage.ru_stime
+            sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+            if sig in (signal.SIGXCPU, signal.SIGKILL) and stop_at is None \
+                    and usage.ru_utime + usage.ru_stime >= float(request["cpu_limit"]) - 1:
+                timed_out = "cpu"
+            if failed is None and (sig is not None or os.WEXITSTATUS(status) != 0):
+                failed, stop_at = status, time.monotonic() + RANK_GRACE
+        now = time.monotonic()
+        if len(done) < world and (now >= deadline or (stop_at is not None and now >= stop_at)):
+            if now >= deadline and stop_at is None:
+                timed_out = "wall"
+            stop_at = now  # a rank that outlived the others' failure or the backstop is killed
+            for pid in pids:
+                if pid not in done:
+                    _reap_group(pid)
+        time.sleep(0.01)
+    for pid in pids:
+        _reap_group(pid)
+    status = failed if failed is not None else done[pids[0]]
+    sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    returncode = -sig if sig is not None else os.WEXITSTATUS(status)
+    if timed_out == "wall" and failed is None:
+        returncode, sig = -signal.SIGKILL, signal.SIGKILL
+    return {"returncode": returncode, "signal": sig, "cpu_seconds": round(cpu, 3),
+            "seconds": round(time.perf_counter() - start, 3), "timed_out": timed_out}
+
+
 def serve() -> None:
     # the protocol gets a private copy of stdout; fd 1 itself goes to stderr, so nothing that
     # torch or the warm-up prints can corrupt a reply
@@ -227,7 +311,9 @@ def serve() -> None:
     for line in sys.stdin:
         if not line.strip():
             continue
-        reply = run_one(json.loads(line), state, protocol.fileno())
+        request = json.loads(line)
+        run = run_ranks if request.get("ranks", 1) > 1 else run_one
+        reply = run(request, state, protocol.fileno())
         protocol.write(json.dumps(reply) + "\n")
 
 
