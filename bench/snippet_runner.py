@@ -57,11 +57,12 @@ def main(argv=None) -> int:
     entries = [kb.entries[i] for i in args.ids] if args.ids else \
         [e for e in sorted(kb.entries.values(), key=lambda e: e.id) if (e.launch == "torchrun") == args.torchrun]
     old, new = [], []
+    old_name = "torchrun" if args.torchrun else "fresh interpreter"
     for n in range(args.rounds):
         order = [(False, old), (True, new)] if n % 2 == 0 else [(True, new), (False, old)]
         for forked, out in order:
             out.append(one_pass(entries, forked, args.jobs))
-            print(f"round {n + 1}: {'fork server' if forked else 'fresh interpreter'} "
+            print(f"round {n + 1}: {'fork server' if forked else old_name} "
                   f"{out[-1]['wall']:.1f}s ({out[-1]['passed']}/{out[-1]['runs']} passed)", file=sys.stderr)
     old_wall, new_wall = statistics.median(p["wall"] for p in old), statistics.median(p["wall"] for p in new)
     report = {"snippets": len(entries), "jobs": args.jobs, "rounds": args.rounds,
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        print(f"{len(entries)} snippets, {args.jobs} at a time: fresh interpreter {old_wall:.1f}s, "
+        print(f"{len(entries)} snippets, {args.jobs} at a time: {old_name} {old_wall:.1f}s, "
               f"fork server {new_wall:.1f}s, ratio {report['ratio']:.2f} "
               f"(the snippets' own CPU time: {report['snippet_cpu_s']:.0f}s)")
     return 0
