@@ -200,6 +200,11 @@ def _reap_group(pid: int) -> None:
         pass
 
 
+def _hit_cpu_limit(sig, usage, request: dict) -> bool:
+    """Whether a child was killed by its CPU-time limit (RLIMIT_CPU: SIGXCPU, then SIGKILL)."""
+    return sig in (signal.SIGXCPU, signal.SIGKILL) and usage.ru_utime + usage.ru_stime >= float(request["cpu_limit"]) - 1
+
+
 def run_one(request: dict, state: dict, protocol_fd: int) -> dict:
     start = time.perf_counter()
     server = os.getpid()
@@ -211,8 +216,7 @@ def run_one(request: dict, state: dict, protocol_fd: int) -> dict:
     _reap_group(pid)
     seconds = time.perf_counter() - start
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    if sig in (signal.SIGXCPU, signal.SIGKILL) and timed_out is None \
-            and usage.ru_utime + usage.ru_stime >= float(request["cpu_limit"]) - 1:
+    if timed_out is None and _hit_cpu_limit(sig, usage, request):
         timed_out = "cpu"
     returncode = -sig if sig is not None else os.WEXITSTATUS(status)
     return {"returncode": returncode, "signal": sig, "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
@@ -275,8 +279,7 @@ def run_ranks(request: dict, state: dict, protocol_fd: int) -> dict:
             done[pid] = status
             cpu += usage.ru_utime + usage.ru_stime
             sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-            if sig in (signal.SIGXCPU, signal.SIGKILL) and stop_at is None \
-                    and usage.ru_utime + usage.ru_stime >= float(request["cpu_limit"]) - 1:
+            if stop_at is None and _hit_cpu_limit(sig, usage, request):
                 timed_out = "cpu"
             if failed is None and (sig is not None or os.WEXITSTATUS(status) != 0):
                 failed, stop_at = status, time.monotonic() + RANK_GRACE
