@@ -1,5 +1,7 @@
 """What it finds: an optimizer constructed (and assigned) inside a training loop, one that is not
-nested in another loop and calls `backward()`.
+nested in another loop and calls `backward()`; or a training function of the file that builds its own
+optimizer over the parameters of a model it is given, called in a loop with the same model each
+time (`for epoch in ...: train(model, loader)`) and not handed that optimizer.
 
 Why it hurts training: a new optimizer starts with empty state: momentum and Adam's moments
 restart every iteration, and the first Adam steps are the bias-corrected, full-size ones, so
@@ -15,7 +17,9 @@ Use instead:
     for x, y in loader:
         ...
 """
-from kb_tools.lint.analysis import BACKWARD, method_call
+import ast
+
+from kb_tools.lint.analysis import BACKWARD, dotted, method_call, within
 
 CODE, NAME, ENTRY = "KBL015", "optimizer-created-in-loop", "optimizer-recreated-each-epoch"
 MESSAGE = ("the optimizer is created inside the training loop: its state (momentum, Adam moments) restarts every "
@@ -28,8 +32,53 @@ def check(a, emit):
             if id(loop) in scope.inner:
                 continue
             calls = a.index.calls_in(loop)
-            if not any(method_call(c, *BACKWARD) is not None for c in calls):
+            if any(method_call(c, *BACKWARD) is not None for c in calls):
+                for c in calls:
+                    if a.kind_of(c) == "optimizer" and id(c) in a.assigned:
+                        emit(c, CODE)
                 continue
-            for c in calls:
-                if a.kind_of(c) == "optimizer" and id(c) in a.assigned:
-                    emit(c, CODE)
+            for call in calls:
+                for built in _rebuilt_per_call(a, loop, call):
+                    emit(built, CODE)
+
+
+def _rebuilt_per_call(a, loop, call) -> list:
+    """The optimizers a function called in `loop` builds on each call over a model the call passes
+    in, where that argument is the same object every iteration (a name the loop never assigns)
+    and the optimizer is not passed in by the call: each call starts the optimizer afresh."""
+    fn = a.callee(call)
+    if fn is None or within(fn, loop):
+        return []
+    owner = a.owner_of(fn)
+    if not owner.trains(fn):
+        return []
+    params = [p.arg for p in fn.args.args]
+    offset = 1 if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute) else 0
+    assigned_in_loop = {dotted(t) for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
+    out = []
+    for c in owner.index.calls_in(fn):
+        if owner.kind_of(c) != "optimizer" or id(c) not in owner.assigned or not c.args:
+            continue
+        root = (dotted(c.args[0].func.value) if isinstance(c.args[0], ast.Call)
+                and isinstance(c.args[0].func, ast.Attribute) else None) or ""
+        model_param = root.split(".")[0]
+        if model_param not in params[offset:]:
+            continue
+        given = _argument(call, params, offset, model_param)
+        if not isinstance(given, ast.Name) or given.id in assigned_in_loop:
+            continue   # a new model per iteration (cross-validation folds, trials) gets a new optimizer
+        held = owner.assigned[id(c)]
+        if held in params and _argument(call, params, offset, held) is not None:
+            continue   # the caller hands its own optimizer in: the one built here is only a default
+        out.append(c)
+    return out
+
+
+def _argument(call, params: list, offset: int, name: str):
+    """The expression `call` passes to parameter `name`, or None."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    at = params.index(name) - offset
+    return call.args[at] if 0 <= at < len(call.args) and not isinstance(call.args[at], ast.Starred) else None
