@@ -39,6 +39,7 @@ from kb_tools.search import index as search_index
 from kb_tools.search import rank as search_rank
 from kb_tools.core.load import load_kb
 from kb_tools.site.build import build_site
+from test_search import SITE_QUERY_FILES
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,10 +47,9 @@ REPO = os.path.dirname(HERE)
 ARTIFACTS = os.path.join(REPO, "artifacts")
 FIXTURE_KB = os.path.join(HERE, "fixtures", "site", "kb")
 SHIPPED_KB = os.path.join(REPO, "kb")
-# Labelled query files (`queries: [{query, expect}]`) run through the site's search box; a
-# real-report set is added by listing it here.
-QUERY_FILES = [p for p in (os.path.join(HERE, "queries.yaml"), os.path.join(HERE, "queries_holdout.yaml"),
-                           os.path.join(HERE, "real_reports", "dev.yaml")) if os.path.exists(p)]
+# Labelled query files (`queries: [{query, expect}]`) run through the site's search box: the ones
+# tests/test_search.py compares the site's vectors with the whole model on (a set is added there).
+QUERY_FILES = SITE_QUERY_FILES
 HIT_RATE_MARGIN = 0.03   # the site's top-3 hit rate may differ from the CLI's by at most this
 TYPED_TAIL = 4           # a longer query is pasted up to its last TYPED_TAIL characters, then typed
 # Of a long query file, every TYPED_EVERY-th query is typed into the box (all of a short one): tests/test_site_search.py

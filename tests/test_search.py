@@ -198,7 +198,8 @@ def test_dense_side_alone_finds_real_reports(shipped_index):
 # The whole MiniLM model (`KB_MODEL_DIR`) is costly to run over hundreds of queries: its tests share
 # one index, on one xdist worker.
 WHOLE_MODEL = pytest.mark.xdist_group("minilm")
-# The labelled query files the site's search box is also tried with (tests/test_browser.py).
+# The labelled query files the site is tried with: here against the whole model, and typed into its
+# search box (tests/test_browser.py).
 SITE_QUERY_FILES = [os.path.join(HERE, "queries.yaml"), os.path.join(HERE, "queries_holdout.yaml"),
                     os.path.join(REAL, "dev.yaml")]
 MODEL_LEAD_MARGIN = 0.03  # the site's static vectors may trail the whole model by at most this top-3 hit rate

@@ -795,19 +795,12 @@ class Analysis:
     def _arguments(self):
         """A parameter of a function of this file takes what its callers pass: when every call seen
         passes the same model, optimizer or loss (`train(model, optimizer)`), the parameter is that."""
-        owner = self._definitions.owner
         passed = {}
         for call in self.index.calls:
             fn = self.callee(call)
             if fn is None or call.func is None:
                 continue
-            params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-            if id(fn) in owner and params and params[0] in ("self", "cls"):
-                params = params[1:]
-            bound = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg in params]
-            for name, arg in bound:
-                if isinstance(arg, ast.Starred):
-                    continue
+            for name, arg in self.bound_arguments(call, fn).items():
                 passed.setdefault((id(fn), name), []).append(arg)
         for (_, name), args in passed.items():
             if name in self.values or name in self.kinds or name in self.model_output:
@@ -827,6 +820,20 @@ class Analysis:
                 if isinstance(default, ast.Call) and (id(fn), param.arg) not in passed and not assigned_here \
                         and param.arg not in self.kinds and self.kind_of(default):
                     self._bind(param.arg, default)
+
+    def bound_arguments(self, call, fn) -> dict:
+        """Parameter name -> the expression `call` passes to it (positional or keyword; a method's
+        self/cls left out, a `*args` spread not followed)."""
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
+        if id(fn) in self.owner_of(fn)._definitions.owner and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        bound = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg in params]
+        return {name: arg for name, arg in bound if not isinstance(arg, ast.Starred)}
+
+    def assigned_within(self, name: str, node) -> bool:
+        """Whether an assignment to `name` (or a loop binding it) ends inside `node`."""
+        start, end = (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)
+        return any(start <= at <= end for at, _, _ in self.history.get(name, []))
 
     def _propagate(self):
         """`self.loss = loss` where the parameter `loss` became known only from its callers or its default:

@@ -52,33 +52,17 @@ def _rebuilt_per_call(a, loop, call) -> list:
     owner = a.owner_of(fn)
     if not owner.trains(fn):
         return []
-    params = [p.arg for p in fn.args.args]
-    offset = 1 if params[:1] in (["self"], ["cls"]) and isinstance(call.func, ast.Attribute) else 0
-    assigned_in_loop = {dotted(t) for n in ast.walk(loop) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])}
+    given = a.bound_arguments(call, fn)
     out = []
     for c in owner.index.calls_in(fn):
         if owner.kind_of(c) != "optimizer" or id(c) not in owner.assigned or not c.args:
             continue
-        root = (dotted(c.args[0].func.value) if isinstance(c.args[0], ast.Call)
-                and isinstance(c.args[0].func, ast.Attribute) else None) or ""
-        model_param = root.split(".")[0]
-        if model_param not in params[offset:]:
-            continue
-        given = _argument(call, params, offset, model_param)
-        if not isinstance(given, ast.Name) or given.id in assigned_in_loop:
+        params = c.args[0]   # model.parameters(), model.net.parameters()
+        root = dotted(params.func.value) if isinstance(params, ast.Call) and isinstance(params.func, ast.Attribute) else None
+        model = given.get((root or "").split(".")[0])
+        if not isinstance(model, ast.Name) or a.assigned_within(model.id, loop):
             continue   # a new model per iteration (cross-validation folds, trials) gets a new optimizer
-        held = owner.assigned[id(c)]
-        if held in params and _argument(call, params, offset, held) is not None:
+        if owner.assigned[id(c)] in given:
             continue   # the caller hands its own optimizer in: the one built here is only a default
         out.append(c)
     return out
-
-
-def _argument(call, params: list, offset: int, name: str):
-    """The expression `call` passes to parameter `name`, or None."""
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    at = params.index(name) - offset
-    return call.args[at] if 0 <= at < len(call.args) and not isinstance(call.args[at], ast.Starred) else None
