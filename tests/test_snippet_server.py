@@ -3,6 +3,7 @@ the same output, exit status, traceback, random state, threads and folder as a f
 from __future__ import annotations
 
 import signal
+import time
 import textwrap
 
 import pytest
@@ -236,3 +237,57 @@ def test_a_busy_rank_is_stopped_by_its_cpu_time(tmp_path):
     run = snippets.run_snippet(e, "cpu", timeout=2, wall_timeout=600)
     # stopped by its CPU limit: the 600 s backstop would have let it burn far more CPU than this
     assert not run.passed and run.timed_out and 2 <= run.cpu_seconds < 60
+
+
+# Ranks that finish their work and then block, as torch 2.13's gloo teardown sometimes leaves one
+# (runner.RANK_IDLE), waking every 5 ms as a thread waiting for the GIL does: on the first run only,
+# or (KB_TEST_ALWAYS) on every run.
+DEADLOCK_SNIPPET = textwrap.dedent("""\
+    import os
+    import time
+    rank, mark = int(os.environ["RANK"]), os.environ["KB_TEST_MARK"]
+    if rank == 0:
+        print("work done", flush=True)
+    if rank == 1 and (os.environ.get("KB_TEST_ALWAYS") or not os.path.exists(mark)):
+        open(mark, "w").close()
+        while True:
+            time.sleep(0.005)
+    """)
+
+
+def test_deadlocked_ranks_are_stopped_when_idle_and_run_once_more(tmp_path, monkeypatch):
+    monkeypatch.setattr(snippets, "RANK_IDLE", 2.0)
+    monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
+    e = load_entry(tmp_path, snippet=DEADLOCK_SNIPPET, launch="torchrun")
+    run = snippets.run_snippet(e, "cpu", timeout=60, wall_timeout=300)
+    assert run.passed and run.deadlocks == 1 and not run.deadlocked, run.stderr[-500:]
+    assert run.summary() == "work done" and (tmp_path / "mark").exists()
+
+
+def test_ranks_that_deadlock_every_time_fail_long_before_the_backstop(tmp_path, monkeypatch):
+    monkeypatch.setattr(snippets, "RANK_IDLE", 2.0)
+    monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
+    monkeypatch.setenv("KB_TEST_ALWAYS", "1")
+    e = load_entry(tmp_path, snippet=DEADLOCK_SNIPPET, launch="torchrun")
+    start = time.monotonic()
+    run = snippets.run_snippet(e, "cpu", timeout=60, wall_timeout=300)
+    assert not run.passed and run.deadlocked and run.deadlocks == 1 and run.timed_out
+    assert time.monotonic() - start < 120  # two idle limits and the start-up, not the 300 s backstop
+
+
+def test_a_rank_waiting_on_a_busy_child_is_not_deadlocked(tmp_path, monkeypatch):
+    """The CPU of a rank's own children (DataLoader workers) counts: rank 1 waits, without using the
+    CPU itself, on a child that computes for longer than the idle limit."""
+    monkeypatch.setattr(snippets, "RANK_IDLE", 2.0)
+    code = textwrap.dedent("""\
+        import os
+        import subprocess
+        import sys
+        if os.environ["RANK"] == "1":
+            subprocess.run([sys.executable, "-c", "import time\\nend = time.process_time() + 5\\n"
+                            "while time.process_time() < end:\\n    pass"], check=True)
+        print("rank", os.environ["RANK"], "done", flush=True)
+        """)
+    e = load_entry(tmp_path, snippet=code, launch="torchrun")
+    run = snippets.run_snippet(e, "cpu", timeout=60, wall_timeout=300)
+    assert run.passed and run.deadlocks == 0 and "rank 1 done" in run.stdout, run.stderr[-500:]

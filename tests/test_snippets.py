@@ -70,7 +70,8 @@ class SnippetItem(pytest.Item):
         curves = verified.curves_from(run.kept)
         if curves:
             verified.write_curves(verified.record_dir(self.entry_kb_root), self.entry.id, curves, sha, torch_version())
-        retried = ", retried once after the exit abort" if run.exit_aborts else ""
+        retried = ", retried once after the exit abort" if run.exit_aborts else \
+            ", retried once after the ranks deadlocked" if run.deadlocks else ""
         print(f"{self.name}: {run.summary()} ({run.seconds:.1f}s{retried})")
 
     def repr_failure(self, excinfo, style=None):
@@ -83,7 +84,8 @@ class SnippetItem(pytest.Item):
             return super().repr_failure(excinfo, style)
         run = excinfo.value.run
         line = snippets.failing_line(run) or run.entry.snippet_line
-        what = f"timed out after {run.seconds:.0f}s" if run.timed_out else f"exited {run.returncode}"
+        what = f"deadlocked: the ranks used almost no CPU for {snippets.RANK_IDLE:.0f}s" if run.deadlocked else \
+            f"timed out after {run.seconds:.0f}s" if run.timed_out else f"exited {run.returncode}"
         tail = "\n".join((run.stderr or "").strip().splitlines()[-25:])
         return f"{run.entry.path}:{line}: snippet {what} on {run.device}\n{tail}\n--- stdout ---\n{run.stdout[-2000:]}"
 

@@ -46,6 +46,8 @@ class SnippetRun:
     script: str
     kept: dict = field(default_factory=dict)
     exit_aborts: int = 0  # runs retried after the torchrun exit abort (EXIT_ABORT)
+    deadlocked: bool = False  # forked ranks stopped after RANK_IDLE seconds of almost no CPU
+    deadlocks: int = 0  # runs retried after such a deadlock
     cpu_seconds: float | None = None  # the snippet's own CPU time (a forked run only)
 
     @property
@@ -132,6 +134,14 @@ _KEEP_GLOBALS = (
 EXIT_ABORT = "terminate called without an active exception"
 
 
+# Seconds in which the running ranks use almost no CPU (server.IDLE_SHARE): they are deadlocked. Torch
+# 2.13's gloo can deadlock a rank as its process group is freed (the main thread joins a gloo worker,
+# holding the GIL, while the worker waits for the GIL to free the autograd context a finished
+# all-reduce still holds); under load about 1 forked run in 30 of ddp-unused-parameters. Such a run
+# is stopped then, not at the wall backstop, and run_snippet runs it once more.
+RANK_IDLE = 20.0
+
+
 def exit_aborted(run: SnippetRun) -> bool:
     """Whether a torchrun run failed only by the exit abort: no traceback reaches the snippet."""
     return (run.entry.launch == "torchrun" and not run.passed and not run.timed_out
@@ -155,15 +165,18 @@ def run_snippet(entry, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT,
     module-level lists of numbers, e.g. the loss curves) those lists come back in `run.kept`. A
     snippet runs in a child of the fork server (torch already imported), a torchrun snippet in
     TORCHRUN_PROCS children with the environment torchrun gives its workers; with the server
-    off (FORK_SERVER_VAR=0), in a fresh `python` or `torchrun`. A torchrun run that only hit the
-    exit abort (EXIT_ABORT) is run once more. `wall_timeout` overrides the wall-clock backstop (wall_backstop)."""
+    off (FORK_SERVER_VAR=0), in a fresh `python` or `torchrun`. A torchrun run that only hit one of
+    gloo's teardown faults on torch 2.13 (the exit abort, EXIT_ABORT, or forked ranks deadlocked
+    without using the CPU, RANK_IDLE) is run once more; a second fault fails it.
+    `wall_timeout` overrides the wall-clock backstop (wall_backstop)."""
     env = env if env is not None else child_env(device)
     text = script_text(entry) if script is None else script
     limits = (max(1, int(timeout * _threads(env))), wall_timeout)
     run = _run_once(entry, device, text, env, limits, keep_globals)
-    if exit_aborted(run):
+    if exit_aborted(run) or run.deadlocked:
+        first = run
         run = _run_once(entry, device, text, env, limits, keep_globals)
-        run.exit_aborts = 1
+        run.exit_aborts, run.deadlocks = int(exit_aborted(first)), int(first.deadlocked)
     return run
 
 
@@ -194,7 +207,7 @@ def _run_once(entry, device: str, text: str, env: dict, limits: tuple, keep_glob
                 kept = json.load(fh)
     return SnippetRun(entry=entry, device=device, returncode=rc, stdout=out, stderr=err,
                       seconds=reply["seconds"], timed_out=bool(reply["timed_out"]), script=script, kept=kept,
-                      cpu_seconds=reply.get("cpu_seconds"))
+                      cpu_seconds=reply.get("cpu_seconds"), deadlocked=reply["timed_out"] == "idle")
 
 
 def _read(path: str) -> str:
@@ -210,7 +223,7 @@ def _run_forked(script: str, tmp: str, env: dict, limits: tuple, keep_globals: t
     request = {"script": script, "cwd": tmp, "env": env, "stdout": out_path, "stderr": err_path,
                "keep": list(keep_globals), "kept_path": kept_path, "cpu_limit": limits[0], "wall_limit": limits[1]}
     if ranks > 1:  # torchrun's workers, forked with the environment torchrun gives them (server.run_ranks)
-        request["ranks"] = ranks
+        request.update(ranks=ranks, idle_limit=RANK_IDLE)
     reply = fork_server(env).run(request)
     return reply, _read(out_path), _read(err_path)
 

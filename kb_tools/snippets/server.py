@@ -11,8 +11,8 @@ Run as `python -m kb_tools.snippets.server` by kb_tools.snippets.runner, which t
 server's stdin and a private copy of its stdout, one JSON object per line each way:
 
     request  {"script", "cwd", "stdout", "stderr", "keep": [names], "kept_path", "cpu_limit", "wall_limit",
-              "ranks": N (optional: a `launch: torchrun` snippet, see run_ranks)}
-    reply    {"returncode", "signal", "cpu_seconds", "seconds", "timed_out": null | "cpu" | "wall"}
+              "ranks": N, "idle_limit": seconds (optional: a `launch: torchrun` snippet, see run_ranks)}
+    reply    {"returncode", "signal", "cpu_seconds", "seconds", "timed_out": null | "cpu" | "wall" | "idle"}
 
 Timeouts are in CPU seconds of the child (RLIMIT_CPU, so a loaded machine cannot trip them);
 the wall-clock limit is only a backstop for a child that hangs without using the CPU.
@@ -251,11 +251,45 @@ def _free_port() -> int:
 RANK_GRACE = 2.0  # seconds the other ranks get to finish after one fails, before they are killed
 
 
+# A deadlocked rank is not quite still: a thread waiting for the GIL wakes every 5 ms to ask for it
+# again (measured: 0.8% of a core). Ranks that together use less than this share of one core over
+# the idle limit are taken as deadlocked; a rank that works, or waits on one that does, uses far more.
+IDLE_SHARE = 0.05
+
+
+def _group_cpu_seconds(groups: set) -> float:
+    """CPU seconds used so far by every process in these process groups (a rank and the DataLoader
+    workers it started), read from /proc: a rank waiting on a busy worker is not idle."""
+    ticks = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone between the listing and the read
+        if int(fields[2]) in groups:  # pgrp; utime and stime are the 14th and 15th fields of the line
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _idle(samples: list, now: float, limit: float) -> bool:
+    """Whether the (time, CPU seconds) samples of the running ranks show them using less than
+    IDLE_SHARE of a core over the last `limit` seconds; drops the samples older than needed."""
+    while len(samples) > 1 and now - samples[1][0] >= limit:
+        samples.pop(0)
+    (then, used_then), used_now = samples[0], samples[-1][1]
+    return now - then >= limit and used_now - used_then < IDLE_SHARE * (now - then)
+
+
 def run_ranks(request: dict, state: dict, protocol_fd: int) -> dict:
     """A `launch: torchrun` snippet: `ranks` children forked from this warm process instead of
     torchrun's fresh interpreters (three imports of torch), each with the environment torchrun
     gives its workers, all writing to the run's stdout and stderr. As under torchrun, the run
-    fails when any rank fails, and the ranks still running are then stopped (after RANK_GRACE)."""
+    fails when any rank fails, and the ranks still running are then stopped (after RANK_GRACE).
+    Ranks that together use almost no CPU (IDLE_SHARE) for `idle_limit` seconds are deadlocked:
+    they are stopped and the run is reported as timed out "idle" (see runner.RANK_IDLE)."""
     start = time.perf_counter()
     server, world, port = os.getpid(), int(request["ranks"]), _free_port()
     for path in (request["stdout"], request["stderr"]):
@@ -269,6 +303,7 @@ def run_ranks(request: dict, state: dict, protocol_fd: int) -> dict:
         pids.append(pid)
     deadline, stop_at = time.monotonic() + float(request["wall_limit"]), None
     done, failed, timed_out, cpu = {}, None, None, 0.0
+    samples, sampled, probe_at = [], set(), 0.0
     while len(done) < world:
         for pid in pids:
             if pid in done:
@@ -284,6 +319,13 @@ def run_ranks(request: dict, state: dict, protocol_fd: int) -> dict:
             if failed is None and (sig is not None or os.WEXITSTATUS(status) != 0):
                 failed, stop_at = status, time.monotonic() + RANK_GRACE
         now = time.monotonic()
+        if len(done) < world and stop_at is None and now >= probe_at:
+            probe_at, running = now + 1.0, {pid for pid in pids if pid not in done}
+            if running != sampled:  # a rank ended: its CPU no longer counts
+                samples, sampled = [], running
+            samples.append((now, _group_cpu_seconds(running)))
+            if _idle(samples, now, float(request["idle_limit"])):
+                timed_out, stop_at = "idle", now
         if len(done) < world and (now >= deadline or (stop_at is not None and now >= stop_at)):
             if now >= deadline and stop_at is None:
                 timed_out = "wall"
@@ -297,7 +339,7 @@ def run_ranks(request: dict, state: dict, protocol_fd: int) -> dict:
     status = failed if failed is not None else done[pids[0]]
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     returncode = -sig if sig is not None else os.WEXITSTATUS(status)
-    if timed_out == "wall" and failed is None:
+    if timed_out in ("wall", "idle") and failed is None:
         returncode, sig = -signal.SIGKILL, signal.SIGKILL
     return {"returncode": returncode, "signal": sig, "cpu_seconds": round(cpu, 3),
             "seconds": round(time.perf_counter() - start, 3), "timed_out": timed_out}
