@@ -240,7 +240,7 @@ def test_a_busy_rank_is_stopped_by_its_cpu_time(tmp_path):
 
 
 # Ranks that finish their work and then block, as torch 2.13's gloo teardown sometimes leaves one
-# (runner.RANK_IDLE), waking every 5 ms as a thread waiting for the GIL does: on the first run only,
+# (runner.IDLE_LIMIT), waking every 5 ms as a thread waiting for the GIL does: on the first run only,
 # or (KB_TEST_ALWAYS) on every run.
 DEADLOCK_SNIPPET = textwrap.dedent("""\
     import os
@@ -256,7 +256,7 @@ DEADLOCK_SNIPPET = textwrap.dedent("""\
 
 
 def test_deadlocked_ranks_are_stopped_when_idle_and_run_once_more(tmp_path, monkeypatch):
-    monkeypatch.setattr(snippets, "RANK_IDLE", 2.0)
+    monkeypatch.setattr(snippets, "IDLE_LIMIT", 2.0)
     monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
     e = load_entry(tmp_path, snippet=DEADLOCK_SNIPPET, launch="torchrun")
     run = snippets.run_snippet(e, "cpu", timeout=60, wall_timeout=300)
@@ -265,7 +265,7 @@ def test_deadlocked_ranks_are_stopped_when_idle_and_run_once_more(tmp_path, monk
 
 
 def test_ranks_that_deadlock_every_time_fail_long_before_the_backstop(tmp_path, monkeypatch):
-    monkeypatch.setattr(snippets, "RANK_IDLE", 2.0)
+    monkeypatch.setattr(snippets, "IDLE_LIMIT", 2.0)
     monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
     monkeypatch.setenv("KB_TEST_ALWAYS", "1")
     e = load_entry(tmp_path, snippet=DEADLOCK_SNIPPET, launch="torchrun")
@@ -278,7 +278,7 @@ def test_ranks_that_deadlock_every_time_fail_long_before_the_backstop(tmp_path, 
 def test_a_rank_waiting_on_a_busy_child_is_not_deadlocked(tmp_path, monkeypatch):
     """The CPU of a rank's own children (DataLoader workers) counts: rank 1 waits, without using the
     CPU itself, on a child that computes for longer than the idle limit."""
-    monkeypatch.setattr(snippets, "RANK_IDLE", 2.0)
+    monkeypatch.setattr(snippets, "IDLE_LIMIT", 2.0)
     code = textwrap.dedent("""\
         import os
         import subprocess
@@ -291,3 +291,12 @@ def test_a_rank_waiting_on_a_busy_child_is_not_deadlocked(tmp_path, monkeypatch)
     e = load_entry(tmp_path, snippet=code, launch="torchrun")
     run = snippets.run_snippet(e, "cpu", timeout=60, wall_timeout=300)
     assert run.passed and run.deadlocks == 0 and "rank 1 done" in run.stdout, run.stderr[-500:]
+
+
+def test_a_plain_snippet_that_deadlocks_fails_at_the_idle_limit_without_a_retry(tmp_path, monkeypatch):
+    monkeypatch.setattr(snippets, "IDLE_LIMIT", 2.0)
+    e = load_entry(tmp_path, snippet="import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.005)\n")
+    start = time.monotonic()
+    run = snippets.run_snippet(e, "cpu", timeout=60, wall_timeout=300)
+    assert not run.passed and run.deadlocked and run.deadlocks == 0 and run.stdout == "started\n"
+    assert time.monotonic() - start < 60

@@ -46,7 +46,7 @@ class SnippetRun:
     script: str
     kept: dict = field(default_factory=dict)
     exit_aborts: int = 0  # runs retried after the torchrun exit abort (EXIT_ABORT)
-    deadlocked: bool = False  # forked ranks stopped after RANK_IDLE seconds of almost no CPU
+    deadlocked: bool = False  # stopped after IDLE_LIMIT seconds of almost no CPU (a forked run only)
     deadlocks: int = 0  # runs retried after such a deadlock
     cpu_seconds: float | None = None  # the snippet's own CPU time (a forked run only)
 
@@ -134,12 +134,13 @@ _KEEP_GLOBALS = (
 EXIT_ABORT = "terminate called without an active exception"
 
 
-# Seconds in which the running ranks use almost no CPU (server.IDLE_SHARE): they are deadlocked. Torch
-# 2.13's gloo can deadlock a rank as its process group is freed (the main thread joins a gloo worker,
-# holding the GIL, while the worker waits for the GIL to free the autograd context a finished
-# all-reduce still holds); under load about 1 forked run in 30 of ddp-unused-parameters. Such a run
-# is stopped then, not at the wall backstop, and run_snippet runs it once more.
-RANK_IDLE = 20.0
+# Seconds in which a forked snippet (or its ranks together) uses almost no CPU (server.IDLE_SHARE):
+# it is deadlocked, and stopped then rather than at the wall backstop. Torch 2.13's gloo can deadlock
+# a rank as its process group is freed (the main thread joins a gloo worker, holding the GIL, while
+# the worker waits for the GIL to free the autograd context a finished all-reduce still holds): in
+# 300 forked runs of ddp-unused-parameters under load, 6. A torchrun snippet that deadlocks is run
+# once more; a plain one fails.
+IDLE_LIMIT = 20.0
 
 
 def exit_aborted(run: SnippetRun) -> bool:
@@ -167,13 +168,14 @@ def run_snippet(entry, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT,
     TORCHRUN_PROCS children with the environment torchrun gives its workers; with the server
     off (FORK_SERVER_VAR=0), in a fresh `python` or `torchrun`. A torchrun run that only hit one of
     gloo's teardown faults on torch 2.13 (the exit abort, EXIT_ABORT, or forked ranks deadlocked
-    without using the CPU, RANK_IDLE) is run once more; a second fault fails it.
+    without using the CPU, IDLE_LIMIT) is run once more; a second fault fails it. A forked plain
+    snippet that deadlocks fails after IDLE_LIMIT.
     `wall_timeout` overrides the wall-clock backstop (wall_backstop)."""
     env = env if env is not None else child_env(device)
     text = script_text(entry) if script is None else script
     limits = (max(1, int(timeout * _threads(env))), wall_timeout)
     run = _run_once(entry, device, text, env, limits, keep_globals)
-    if exit_aborted(run) or run.deadlocked:
+    if exit_aborted(run) or (run.deadlocked and entry.launch == "torchrun"):
         first = run
         run = _run_once(entry, device, text, env, limits, keep_globals)
         run.exit_aborts, run.deadlocks = int(exit_aborted(first)), int(first.deadlocked)
@@ -221,9 +223,10 @@ def _read(path: str) -> str:
 def _run_forked(script: str, tmp: str, env: dict, limits: tuple, keep_globals: tuple, kept_path, ranks: int = 1):
     out_path, err_path = os.path.join(tmp, "stdout.txt"), os.path.join(tmp, "stderr.txt")
     request = {"script": script, "cwd": tmp, "env": env, "stdout": out_path, "stderr": err_path,
-               "keep": list(keep_globals), "kept_path": kept_path, "cpu_limit": limits[0], "wall_limit": limits[1]}
+               "keep": list(keep_globals), "kept_path": kept_path, "cpu_limit": limits[0], "wall_limit": limits[1],
+               "idle_limit": IDLE_LIMIT}
     if ranks > 1:  # torchrun's workers, forked with the environment torchrun gives them (server.run_ranks)
-        request.update(ranks=ranks, idle_limit=RANK_IDLE)
+        request["ranks"] = ranks
     reply = fork_server(env).run(request)
     return reply, _read(out_path), _read(err_path)
 

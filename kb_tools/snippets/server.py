@@ -11,7 +11,7 @@ Run as `python -m kb_tools.snippets.server` by kb_tools.snippets.runner, which t
 server's stdin and a private copy of its stdout, one JSON object per line each way:
 
     request  {"script", "cwd", "stdout", "stderr", "keep": [names], "kept_path", "cpu_limit", "wall_limit",
-              "ranks": N, "idle_limit": seconds (optional: a `launch: torchrun` snippet, see run_ranks)}
+              "idle_limit": seconds (see _idle), "ranks": N (optional: a `launch: torchrun` snippet, see run_ranks)}
     reply    {"returncode", "signal", "cpu_seconds", "seconds", "timed_out": null | "cpu" | "wall" | "idle"}
 
 Timeouts are in CPU seconds of the child (RLIMIT_CPU, so a loaded machine cannot trip them);
@@ -166,27 +166,65 @@ def _run_script(request: dict, state: dict) -> int:
     return 0
 
 
-def _wait(pid: int, wall_limit: float) -> tuple:
-    """(status, rusage, timed_out): wait for the child, killing its group past the wall backstop."""
+# A deadlocked process is not quite still: a thread waiting for the GIL wakes every 5 ms to ask for it
+# again (measured: 0.8% of a core). A snippet (or the ranks of one, together) using less than this
+# share of one core over the idle limit is taken as deadlocked; one that works, or waits on a
+# process that does, uses far more.
+IDLE_SHARE = 0.05
+
+
+def _group_cpu_seconds(groups: set) -> float:
+    """CPU seconds used so far by every process in these process groups (a rank and the DataLoader
+    workers it started), read from /proc: a rank waiting on a busy worker is not idle."""
+    ticks = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone between the listing and the read
+        if int(fields[2]) in groups:  # pgrp; utime and stime are the 14th and 15th fields of the line
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _idle(samples: list, now: float, limit: float) -> bool:
+    """Whether the (time, CPU seconds) samples of a snippet's processes show them using less than
+    IDLE_SHARE of a core over the last `limit` seconds; drops the samples older than needed."""
+    while len(samples) > 1 and now - samples[1][0] >= limit:
+        samples.pop(0)
+    (then, used_then), used_now = samples[0], samples[-1][1]
+    return now - then >= limit and used_now - used_then < IDLE_SHARE * (now - then)
+
+
+def _wait(pid: int, wall_limit: float, idle_limit: float) -> tuple:
+    """(status, rusage, timed_out): wait for the child, killing its group past the wall backstop
+    or once it has used almost no CPU for `idle_limit` seconds (a deadlock, see IDLE_SHARE)."""
     deadline = time.monotonic() + wall_limit
     pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    samples = []
     try:
         while True:
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
                 return status, usage, None
-            left = deadline - time.monotonic()
-            if left <= 0:
+            now = time.monotonic()
+            if not samples or now - samples[-1][0] >= 1.0:
+                samples.append((now, _group_cpu_seconds({pid})))
+            timed_out = "wall" if now >= deadline else "idle" if _idle(samples, now, idle_limit) else None
+            if timed_out:
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 _, status, usage = os.wait4(pid, 0)
-                return status, usage, "wall"
+                return status, usage, timed_out
             if pidfd is not None:
-                select.select([pidfd], [], [], min(left, 5.0))
+                select.select([pidfd], [], [], min(deadline - now, 1.0))
             else:
-                time.sleep(min(left, 0.02))
+                time.sleep(min(deadline - now, 0.02))
     finally:
         if pidfd is not None:
             os.close(pidfd)
@@ -212,7 +250,7 @@ def run_one(request: dict, state: dict, protocol_fd: int) -> dict:
     if pid == 0:
         request = dict(request, close_fds=[protocol_fd])
         _child(request, state, server)
-    status, usage, timed_out = _wait(pid, float(request["wall_limit"]))
+    status, usage, timed_out = _wait(pid, float(request["wall_limit"]), float(request["idle_limit"]))
     _reap_group(pid)
     seconds = time.perf_counter() - start
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
@@ -249,38 +287,6 @@ def _free_port() -> int:
 
 
 RANK_GRACE = 2.0  # seconds the other ranks get to finish after one fails, before they are killed
-
-
-# A deadlocked rank is not quite still: a thread waiting for the GIL wakes every 5 ms to ask for it
-# again (measured: 0.8% of a core). Ranks that together use less than this share of one core over
-# the idle limit are taken as deadlocked; a rank that works, or waits on one that does, uses far more.
-IDLE_SHARE = 0.05
-
-
-def _group_cpu_seconds(groups: set) -> float:
-    """CPU seconds used so far by every process in these process groups (a rank and the DataLoader
-    workers it started), read from /proc: a rank waiting on a busy worker is not idle."""
-    ticks = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone between the listing and the read
-        if int(fields[2]) in groups:  # pgrp; utime and stime are the 14th and 15th fields of the line
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _idle(samples: list, now: float, limit: float) -> bool:
-    """Whether the (time, CPU seconds) samples of the running ranks show them using less than
-    IDLE_SHARE of a core over the last `limit` seconds; drops the samples older than needed."""
-    while len(samples) > 1 and now - samples[1][0] >= limit:
-        samples.pop(0)
-    (then, used_then), used_now = samples[0], samples[-1][1]
-    return now - then >= limit and used_now - used_then < IDLE_SHARE * (now - then)
 
 
 def run_ranks(request: dict, state: dict, protocol_fd: int) -> dict:
