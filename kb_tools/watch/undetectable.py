@@ -105,7 +105,6 @@ NO_CHECK_YET = {
     "model-built-under-no-grad": "parameters that are inference tensors",
     "multiclass-with-binary-loss": "binary cross-entropy targets holding integers above 1",
     "multilabel-with-cross-entropy": "cross_entropy targets with several positive classes in a row",
-    "nan-grad-at-zero": "a NaN gradient under a finite loss (KBW006 sees it and names nan-loss)",
     "new-token-embedding-init": "embedding rows whose norm is far from the others'",
     "output-activation-range": "regression outputs confined to [0, 1] or [-1, 1] while the targets are outside",
     "std-of-one-sample": "std over a dimension of size 1 giving NaN",

@@ -5,6 +5,10 @@ infinite. The finding gives the first such step; whether the gradient was alread
 while the loss was still finite (the NaN is born in the backward pass, not the forward); the
 first module of the forward pass whose output was non-finite, and whether its own weights
 were already non-finite (poisoned by an earlier update); and whether the batch itself was.
+When the gradient turned non-finite under a finite float32/float64 loss and the autograd graph
+behind that loss holds a square root, a norm or a power below 1 (derivatives infinite at 0)
+and no torch.where (a guard whose untaken branch is differentiated, nan-loss), the finding
+names nan-grad-at-zero.
 """
 from __future__ import annotations
 
@@ -15,6 +19,37 @@ import torch
 from kb_tools.watch.checks import Check, loss_where
 
 MAX_OUTPUTS = 4096  # module outputs kept from one forward pass (a bound for long recurrent loops)
+MAX_NODES = 50_000  # autograd nodes read behind one loss
+# Ops whose derivative is infinite at 0: sqrt, 1/sqrt, norms and distances (PowBackward with an
+# exponent below 1 is read from its saved exponent).
+ROOT_OPS = {"SqrtBackward0", "RsqrtBackward0", "LinalgVectorNormBackward0", "NormBackward0", "NormBackward1",
+            "NormBackward2", "NormBackward3", "CdistBackward0", "PdistBackward0", "EuclideanDistBackward"}
+
+
+def _graph_ops(grad_fn) -> tuple:
+    """(root-like ops, whether a torch.where is there) in the autograd graph behind a loss. Read
+    after the backward pass: the nodes stay while the loss's grad_fn is held, their saved
+    tensors are freed, scalars such as a power's exponent are still readable."""
+    roots, where, seen, stack = set(), False, set(), [grad_fn]
+    while stack and len(seen) < MAX_NODES:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        name = type(node).__name__
+        if name in ROOT_OPS:
+            roots.add(name)
+        elif name.startswith("PowBackward"):
+            try:
+                exponent = float(node._saved_exponent)
+            except (AttributeError, RuntimeError, TypeError, ValueError):
+                exponent = None
+            if exponent is not None and 0 < exponent < 1:
+                roots.add(f"{name} (exponent {exponent:g})")
+        elif name.startswith("WhereBackward"):
+            where = True
+        stack.extend(f for f, _ in node.next_functions)
+    return sorted(roots), where
 
 
 def _first_tensor(value):
@@ -44,6 +79,7 @@ class NonFinite(Check):
     code = "KBW006"
     name = "nonfinite-loss-or-grad"
     entry = "nan-loss"
+    also = ("nan-grad-at-zero",)
     title = "a NaN or infinite loss or gradient: the first step, and the first module whose output was non-finite"
     confidence = 0.9
 
@@ -60,6 +96,8 @@ class NonFinite(Check):
         self.loss_finite_at = None     # step of the last finite loss seen
         self.first_module = None       # (name, class, step, weights finite)
         self.batch_step = None
+        self.graph = None              # grad_fn of the latest finite float32/64 loss, until the step
+        self.roots = self.where = None  # what _graph_ops read behind the loss of the first non-finite gradient
 
     def on_root_forward(self, model, grad_enabled):
         self.outputs = []  # a new forward pass: the previous one's outputs are not needed
@@ -72,6 +110,7 @@ class NonFinite(Check):
 
     def on_step_post(self, optimizer):
         self.outputs = []
+        self.graph = None
 
     def _locate(self) -> None:
         """Name the first module of the latest forward pass whose output was non-finite."""
@@ -111,6 +150,8 @@ class NonFinite(Check):
         if isinstance(t, torch.Tensor) and t.is_floating_point() and 0 < t.numel() <= 1 << 16:
             if _finite(t):
                 self.loss_finite_at = self.session.step
+                if self.grad_step is None and t.dtype in (torch.float32, torch.float64):
+                    self.graph = t.grad_fn
             elif self.loss_step is None:
                 self.loss_step, self.loss_where = self.session.step, "the tensor backward() started from"
                 self.loss_value = float(t.detach().float().sum())
@@ -125,6 +166,9 @@ class NonFinite(Check):
         if norm is not None and not math.isfinite(norm):
             self.grad_step = self.session.step
             self.grad_with_finite_loss = self.loss_finite_at == self.session.step and self.loss_step is None
+            if self.grad_with_finite_loss and self.graph is not None:
+                self.roots, self.where = _graph_ops(self.graph)
+            self.graph = None
             self._locate()
 
     def findings(self) -> list:
@@ -151,13 +195,19 @@ class NonFinite(Check):
             parts.append(where)
         if self.batch_step is not None:
             parts.append(f"the input batch held non-finite values at step {self.batch_step}")
+        at_zero = bool(self.roots) and not self.where
+        if at_zero:
+            parts.append(f"the graph behind that loss holds {', '.join(self.roots)}, whose derivative is infinite "
+                         f"at 0, and no torch.where: an argument exactly 0 (a zero distance or norm) gives an "
+                         f"inf or NaN gradient; add an epsilon inside the root or mask the zeros before it")
         first = min(s for s in (self.loss_step, self.grad_step) if s is not None)
         evidence = {"loss_step": self.loss_step, "loss_value": self.loss_value, "loss": self.loss_where,
                     "grad_step": self.grad_step, "grad_nonfinite_with_finite_loss": self.grad_with_finite_loss,
                     "first_module": dict(zip(("name", "class", "step", "weights_finite"), self.first_module))
-                    if self.first_module else None, "batch_step": self.batch_step}
+                    if self.first_module else None, "batch_step": self.batch_step,
+                    "root_ops": self.roots, "where_in_graph": self.where}
         return [self.finding("; ".join(parts), evidence=evidence, where=self.loss_site or self.session.where(),
-                             step=first)]
+                             step=first, entry="nan-grad-at-zero" if at_zero else None)]
 
 
 def _word(value) -> str:
