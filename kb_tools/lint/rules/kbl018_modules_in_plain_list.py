@@ -1,6 +1,10 @@
 """What it finds: in a module's `__init__`, layers kept in a plain Python list or dict
 (`self.layers = [nn.Linear(...) for _ in range(n)]`, `self.heads = {"a": nn.Linear(...)}`,
-`nn.Module` objects appended to a list attribute, or stored under a key of a dict attribute).
+`nn.Module` objects appended to a list attribute, or stored under a key of a dict attribute); or
+layers the module is given (`MergeLayer(layers)`) and keeps in a plain list attribute (`self._layers
+= []` then `for layer in layers: self._layers.append(layer)`, `self._layers = list(layers)`, or
+the argument itself), when a call of the file passes it a list of layers built there
+(`MergeLayer([Conv(k) for k in sizes])`); a caller passing an `nn.ModuleList` is left alone.
 
 Why it hurts training: `nn.Module` registers only submodules assigned as attributes or held in
 `nn.ModuleList` / `nn.ModuleDict`, so these layers are missing from `model.parameters()` (the
@@ -59,6 +63,48 @@ def _elements(value) -> list:
     return []
 
 
+def _stores_parameter(fn, plain: set) -> dict:
+    """Parameter of `__init__` -> the statement that keeps its items in a plain list attribute:
+    `self.X = P`, `self.X = list(P)`, `self.X = [v for v in P]`, `self.X.extend(P)`, or
+    `for v in P: self.X.append(v)` with self.X a plain list."""
+    params = {arg.arg for arg in fn.args.args[1:] + fn.args.kwonlyargs}
+    stored = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and (dotted(node.targets[0]) or "").startswith("self."):
+            value = node.value
+            if isinstance(value, ast.Call) and dotted(value.func) in ("list", "tuple") and len(value.args) == 1:
+                value = value.args[0]
+            elif isinstance(value, ast.ListComp) and len(value.generators) == 1 \
+                    and dotted(value.elt) == dotted(value.generators[0].target):
+                value = value.generators[0].iter
+            if isinstance(value, ast.Name) and value.id in params:
+                stored.setdefault(value.id, node)
+        elif isinstance(node, ast.For) and isinstance(node.iter, ast.Name) and node.iter.id in params:
+            loop_var = dotted(node.target)
+            for call in ast.walk(node):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append" \
+                        and dotted(call.func.value) in plain and len(call.args) == 1 and dotted(call.args[0]) == loop_var:
+                    stored.setdefault(node.iter.id, call)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "extend" \
+                and dotted(node.func.value) in plain and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Name) and node.args[0].id in params:
+            stored.setdefault(node.args[0].id, node)
+    return stored
+
+
+def _passed_layers(a, cls, fn, stored: dict, local: set) -> list:
+    """The statements of `stored` whose parameter some call of the class in this file is given a
+    plain list (or tuple, or comprehension) of layers built there."""
+    out = []
+    for call in a.index.calls:
+        if dotted(call.func) != cls.name:
+            continue
+        for name, arg in a.bound_arguments(call, fn).items():
+            if name in stored and any(_builds_module(a, e, local) for e in _elements(arg)):
+                out.append(stored[name])
+    return out
+
+
 def check(a, emit):
     local = _module_classes(a)
     for cls in a.index.of(ast.ClassDef):
@@ -85,3 +131,6 @@ def check(a, emit):
                         and dotted(call.func.value) in plain and call.args \
                         and any(_builds_module(a, e, local) for e in [call.args[-1], *_elements(call.args[-1])]):
                     emit(call, CODE)
+            stored = _stores_parameter(fn, plain)
+            for node in _passed_layers(a, cls, fn, stored, local) if stored else ():
+                emit(node, CODE)
