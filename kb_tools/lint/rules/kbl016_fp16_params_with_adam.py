@@ -1,5 +1,7 @@
 """What it finds: a model whose parameters are cast to float16 (`.half()`, `.to(torch.float16)`)
-and trained with an Adam-family optimizer, in a file with no autocast.
+and trained with an Adam-family optimizer, in a file with no autocast; or, in such a file, any
+Adam-family optimizer when the file makes float16 the default for new tensors
+(`torch.set_default_dtype(torch.float16)`, `torch.set_default_tensor_type(torch.HalfTensor)`).
 
 Why it hurts training: in fp16, Adam's eps (1e-8) underflows to zero and its second moment to
 denormals, so updates become inf/NaN or vanish; small updates are also rounded away against
@@ -19,8 +21,18 @@ import ast
 from kb_tools.lint.analysis import ADAM, dotted, method_call
 
 CODE, NAME, ENTRY = "KBL016", "fp16-params-with-adam", "adam-eps-low-precision"
-MESSAGE = ("the model's parameters are cast to float16 and trained with {opt}: its eps and second moment underflow "
+MESSAGE = ("the model's parameters are {how} and trained with {opt}: its eps and second moment underflow "
            "in fp16; keep fp32 weights and use autocast")
+DEFAULT_SETTERS = {"torch.set_default_dtype", "torch.set_default_tensor_type"}
+HALF = {"torch.float16", "torch.half", "torch.HalfTensor", "torch.cuda.HalfTensor"}
+
+
+def _half_by_default(a, call) -> bool:
+    """torch.set_default_dtype(torch.float16) or set_default_tensor_type(torch.HalfTensor), or its string form."""
+    if a.imp.canon(call.func) not in DEFAULT_SETTERS or not call.args:
+        return False
+    arg = call.args[0]
+    return a.imp.canon(arg) in HALF or (isinstance(arg, ast.Constant) and arg.value in HALF)
 
 
 def check(a, emit):
@@ -32,9 +44,12 @@ def check(a, emit):
     for node in a.index.of(ast.Assign):   # model = Net().cuda().half(): the name bound to the cast result
         if isinstance(node.value, ast.Call) and to_fp16(node.value):
             casted.update(dotted(t) for t in node.targets if dotted(t))
-    if not casted or any((a.imp.canon(c.func) or "").endswith("autocast") for c in calls):
+    half_default = any(_half_by_default(a, c) for c in calls)
+    if not (casted or half_default) or any((a.imp.canon(c.func) or "").endswith("autocast") for c in calls):
         return
     for c in calls:
         name = a.imp.canon(c.func)
         if name in ADAM and c.args and method_call(c.args[0], "parameters") in casted:
-            emit(c, CODE, opt=name.rsplit(".", 1)[-1])
+            emit(c, CODE, opt=name.rsplit(".", 1)[-1], how="cast to float16")
+        elif name in ADAM and c.args and half_default:
+            emit(c, CODE, opt=name.rsplit(".", 1)[-1], how="float16 by default (the file sets the default dtype)")
