@@ -1,7 +1,9 @@
 """What it finds: a learning-rate scheduler's `step()` that comes before the optimizer's `step()` in
 a loop body (the optimizer's own `step()`, one in a function of the file the loop calls, or a call
 that is handed the scheduler's optimizer: `train(model, loader, optimizer)`), or at the top of a
-function that steps the optimizer after it (a per-epoch `train_epoch()`, a wrapper's `step()`).
+function that steps the optimizer after it (a per-epoch `train_epoch()`, a wrapper's `step()`);
+or, in a loop body, a scheduler's `step()` on every pass while the optimizer steps only under an
+accumulation condition (an `if` whose test holds a modulo or a name that says accumulation).
 
 Why it hurts training: current torch expects `optimizer.step()` first and the scheduler's
 `step()` after it. In the other order the schedule has already advanced once before any update
@@ -21,7 +23,10 @@ import ast
 from kb_tools.lint.analysis import dotted, keyword, method_call
 
 CODE, NAME, ENTRY = "KBL006", "scheduler-before-optimizer", "scheduler-step-order"
-MESSAGE = "scheduler.step() runs before optimizer.step(): the first learning rate is skipped"
+MESSAGE = "scheduler.step() {how}"
+BEFORE = "runs before optimizer.step(): the first learning rate is skipped"
+EVERY_BATCH = ("runs on every batch while optimizer.step() runs only under the accumulation condition: the "
+               "schedule ticks once per micro-batch, so a warmup or decay sized in updates ends that many times too early")
 
 
 def _optimizer_of(a, scheduler: str) -> str | None:
@@ -60,11 +65,41 @@ def _function_steps(a, emit):
                     and (a.kinds.get(method_call(c, "step")) in ("optimizer", "scaler")
                          or "optim" in method_call(c, "step").lower())), None)
         if opt is not None and calls.index(sched) < calls.index(opt):
-            emit(sched, CODE)
+            emit(sched, CODE, how=BEFORE)
+
+
+def _accumulation_test(test) -> bool:
+    """An `if` test that reads as the accumulation condition: `(i + 1) % accum == 0`, `if accumulate_done:`."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            return True
+        name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if name and "accum" in name.lower():
+            return True
+    return False
+
+
+def _per_batch_under_accumulation(a, emit):
+    """A loop body whose `if <accumulation>:` steps the optimizer while a statement of the body
+    itself, outside any condition, steps a scheduler (by kind or by name)."""
+    for scope in a.loop_scopes:
+        for loop in scope.loops:
+            gated = [stmt for stmt in loop.body if isinstance(stmt, ast.If) and _accumulation_test(stmt.test)
+                     and any(method_call(c, "step") and not a.is_scheduler(method_call(c, "step"))
+                             and (a.kinds.get(method_call(c, "step")) in ("optimizer", "scaler")
+                                  or "optim" in method_call(c, "step").lower())
+                             for inner in stmt.body for c in a.index.calls_in(inner))]
+            if not gated:
+                continue
+            for stmt in loop.body:
+                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+                        and method_call(stmt.value, "step") and a.is_scheduler(method_call(stmt.value, "step")):
+                    emit(stmt.value, CODE, how=EVERY_BATCH)
 
 
 def check(a, emit):
     _function_steps(a, emit)
+    _per_batch_under_accumulation(a, emit)
     for scope in a.loop_scopes:
         for loop in scope.loops:
             own = [c for stmt in loop.body for c in a.index.calls_in(stmt)]
@@ -76,4 +111,4 @@ def check(a, emit):
             calls = [c for stmt in loop.body for c in a.run_calls(stmt)]
             first_opt = next((c for c in calls if _steps_optimizer(a, c, optimizer)), None)
             if first_opt is not None and calls.index(first_sched) < calls.index(first_opt):
-                emit(first_sched, CODE)
+                emit(first_sched, CODE, how=BEFORE)
