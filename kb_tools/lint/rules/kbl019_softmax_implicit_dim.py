@@ -1,8 +1,10 @@
 """What it finds: `F.softmax(x)` / `F.log_softmax(x)` called without `dim` in a model's `forward` or
 in code that trains, or `nn.Softmax()` / `nn.LogSoftmax()` built without `dim`; and, in an
 `nn.Sequential`, an `nn.Softmax(dim=0)` right after an `nn.Linear` (a Linear's classes are its last
-axis; dim 0 is the batch). A softmax that only turns a validation batch's logits into predictions
-is left alone.
+axis; dim 0 is the batch); and attention weights `w = scores.softmax(dim=d)` that a later
+`torch.einsum` of the same function sums over another axis than `d` (`einsum("bijh,bjhd->bihd", w, v)`
+contracts j: the softmax must run over j, not over the query axis i). A softmax that only turns a
+validation batch's logits into predictions is left alone.
 
 Why it hurts training: without `dim` torch guesses the axis from the number of dimensions (0 for
 a 1-D or 3-D tensor, 1 for 2-D or 4-D) and only warns. On a (batch, time, classes) tensor the guess
@@ -21,9 +23,14 @@ import ast
 from kb_tools.lint.analysis import keyword, within
 
 CODE, NAME, ENTRY = "KBL019", "softmax-implicit-dim", "softmax-wrong-dim"
-MESSAGE = "{what}; pass dim=-1 or the class axis"
-IMPLICIT = "softmax without dim: torch guesses the axis (the batch axis for a 3-D tensor)"
-BATCH_AXIS = "softmax over dim 0 right after a Linear layer: that is the batch axis, the classes are the last one"
+MESSAGE = "{what}"
+IMPLICIT = ("softmax without dim: torch guesses the axis (the batch axis for a 3-D tensor); pass dim=-1 or the "
+            "class axis")
+BATCH_AXIS = ("softmax over dim 0 right after a Linear layer: that is the batch axis, the classes are the last one; "
+              "pass dim=-1 or the class axis")
+EINSUM_AXIS = ("softmax over axis '{normalised}' of weights that einsum('{spec}') then sums over axis '{summed}': "
+               "each output is a sum of weights that do not add up to 1; softmax over dim={dim}")
+SOFTMAXES = {"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"}
 
 FUNCTIONS = {"torch.nn.functional.softmax", "torch.nn.functional.log_softmax", "torch.nn.functional.softmin"}
 MODULES = {"torch.nn.Softmax", "torch.nn.LogSoftmax", "torch.nn.Softmin"}
@@ -38,7 +45,71 @@ def _in_training(a, call) -> bool:
     return fn.name == "forward" or a.trains(fn)
 
 
+def _softmax_dim(a, value):
+    """(the softmax call, its int dim) when `value` is `x.softmax(dim=d)`, `F.softmax(x, dim=d)` or
+    `torch.softmax(x, d)` with a literal int d; else None."""
+    if not isinstance(value, ast.Call):
+        return None
+    is_method = isinstance(value.func, ast.Attribute) and value.func.attr == "softmax" \
+        and a.imp.canon(value.func) not in FUNCTIONS | {"torch.softmax"}
+    if not is_method and a.imp.canon(value.func) not in SOFTMAXES:
+        return None
+    dim = keyword(value, "dim")
+    if dim is None:
+        positional = value.args[0:1] if is_method else value.args[1:2]
+        dim = positional[0] if positional else None
+    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub) and isinstance(dim.operand, ast.Constant):
+        dim = ast.Constant(-dim.operand.value)
+    if isinstance(dim, ast.Constant) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
+        return value, dim.value
+    return None
+
+
+def _einsum_axes(a, emit):
+    """Softmax weights assigned to a name and then summed by an einsum over another axis."""
+    with_einsum = {id(fn): fn for call in a.index.calls if a.imp.canon(call.func) == "torch.einsum"
+                   for fn in [a.enclosing(call)] if fn is not None}
+    for fn in with_einsum.values():
+        weights = {}  # name -> (softmax call, dim), the latest assignment in source order
+        for node in sorted((n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.Call))),
+                           key=lambda n: (n.lineno, n.col_offset, isinstance(n, ast.Call))):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        found = _softmax_dim(a, node.value)
+                        if found:
+                            weights[target.id] = found
+                        else:
+                            weights.pop(target.id, None)
+                continue
+            if a.imp.canon(node.func) != "torch.einsum" or len(node.args) < 2 \
+                    or not isinstance(node.args[0], ast.Constant) or not isinstance(node.args[0].value, str):
+                continue
+            spec = node.args[0].value.replace(" ", "")
+            if "->" not in spec or "." in spec:
+                continue
+            inputs, output = spec.split("->")
+            inputs = inputs.split(",")
+            operands = node.args[1:]
+            if len(inputs) != len(operands):
+                continue
+            for k, operand in enumerate(operands):
+                if not isinstance(operand, ast.Name) or operand.id not in weights:
+                    continue
+                call, dim = weights[operand.id]
+                letters = inputs[k]
+                if not -len(letters) <= dim < len(letters):
+                    continue
+                others = "".join(inputs[:k] + inputs[k + 1:])
+                summed = [c for c in letters if c in others and c not in output]
+                normalised = letters[dim]
+                if summed and normalised not in summed:
+                    emit(call, CODE, what=EINSUM_AXIS.format(normalised=normalised, spec=spec, summed=summed[0],
+                                                            dim=letters.index(summed[0])))
+
+
 def check(a, emit):
+    _einsum_axes(a, emit)
     for call in a.index.calls:
         name = a.imp.canon(call.func)
         has_dim = any(k.arg == "dim" for k in call.keywords)
