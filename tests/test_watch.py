@@ -471,3 +471,43 @@ def test_the_package_keeps_to_its_imports():
              "assert codes == [0, 2] and 'torch' not in sys.modules, (codes, 'torch' in sys.modules)\nprint('clean')")
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0 and "clean" in r.stdout, r.stderr
+
+
+# One model with an RMS norm (rsqrt in its graph): its gradient made non-finite under a finite loss
+# two ways. A distance of exactly 0 under the norm's sqrt: NaN, named nan-grad-at-zero. A finite loss
+# scaled so far up that the gradients' norm overflows to inf (an explosion's signature): nan-loss.
+NONFINITE_GRAD = """
+import sys
+import torch
+from torch import nn
+class RMSNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+    def forward(self, x):
+        h = self.fc(x)
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+torch.manual_seed(0)
+model = RMSNet()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 8)
+for step in range(3):
+    out = model(x)
+    if sys.argv[1] == "zero-distance":
+        loss = (out - out.detach()).pow(2).sum(-1).sqrt().mean()
+    else:
+        loss = out.pow(2).mean() * 1e37
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("how, entry", [("zero-distance", "nan-grad-at-zero"), ("overflow", "nan-loss")])
+def test_a_nan_gradient_under_a_root_names_nan_grad_at_zero_and_an_overflow_does_not(tmp_path, how, entry):
+    script = tmp_path / "nonfinite_grad.py"
+    script.write_text(NONFINITE_GRAD)
+    code, out, err = kb_watch("--json", "--", sys.executable, str(script), how)
+    found = [f for f in json.loads(out)["findings"] if f["code"] == "KBW006"]
+    assert len(found) == 1 and found[0]["entry"] == entry, (out, err[-500:])
+    assert found[0]["evidence"]["grad_nonfinite_with_finite_loss"] is True

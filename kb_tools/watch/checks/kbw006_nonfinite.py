@@ -5,10 +5,11 @@ infinite. The finding gives the first such step; whether the gradient was alread
 while the loss was still finite (the NaN is born in the backward pass, not the forward); the
 first module of the forward pass whose output was non-finite, and whether its own weights
 were already non-finite (poisoned by an earlier update); and whether the batch itself was.
-When the gradient turned non-finite under a finite float32/float64 loss and the autograd graph
-behind that loss holds a square root, a norm or a power below 1 (derivatives infinite at 0)
-and no torch.where (a guard whose untaken branch is differentiated, nan-loss), the finding
-names nan-grad-at-zero.
+When the gradient turned NaN (not inf: a norm of huge but finite gradients overflows to inf,
+as an explosion does) under a finite float32/float64 loss and the autograd graph behind that
+loss holds a square root, a norm or a power below 1 (derivatives infinite at 0, times 0 in the
+chain rule: NaN) and no torch.where (a guard whose untaken branch is differentiated, nan-loss),
+the finding names nan-grad-at-zero.
 """
 from __future__ import annotations
 
@@ -166,7 +167,7 @@ class NonFinite(Check):
         if norm is not None and not math.isfinite(norm):
             self.grad_step = self.session.step
             self.grad_with_finite_loss = self.loss_finite_at == self.session.step and self.loss_step is None
-            if self.grad_with_finite_loss and self.graph is not None:
+            if self.grad_with_finite_loss and self.graph is not None and math.isnan(norm):
                 self.roots, self.where = _graph_ops(self.graph)
             self.graph = None
             self._locate()
