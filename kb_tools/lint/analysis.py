@@ -654,8 +654,9 @@ class Analysis:
 
     def callee(self, call):
         """The function or method of this file that `call` runs, when that can be seen: `f(...)` (one
-        function of that name), `self.m(...)` (the enclosing class or its bases), `obj.m(...)` (obj built
-        from a class of the file, or `m` defined by one class only and not a torch method name)."""
+        function of that name), `self.m(...)` (the enclosing class or its bases), `obj.m(...)` or
+        `Cls(...).m(...)` (obj built from a class of the file, or `m` defined by one class only and not
+        a torch method name)."""
         functions, methods, owner, classes = self._definitions
         func = call.func
         if isinstance(func, ast.Name):
@@ -671,7 +672,7 @@ class Analysis:
             fn = self._enclosing.get(id(call))
             cls = owner.get(id(fn)) if fn is not None else None
             return self._method(cls.name, func.attr) if cls is not None else None
-        built = unchain(self.values.get(receiver or "")) if receiver else None
+        built = unchain(self.values.get(receiver or "")) if receiver else unchain(func.value)  # Trainer(cfg).fit(...)
         if isinstance(built, ast.Call) and isinstance(built.func, ast.Name) and built.func.id in classes:
             return self._method(built.func.id, func.attr)
         if func.attr in TORCH_METHODS:

@@ -1,7 +1,10 @@
 """What it finds: a training DataLoader (bound to a name with "train" in it, returned by a function
 so named, such as Lightning's `train_dataloader()`, or iterated by a loop that trains) without a
 sampler, that has `shuffle=False`, or no `shuffle` at all (the default is False) over a map-style
-dataset; a dataset that is visibly iterable (an IterableDataset, a stream) is left alone.
+dataset; a dataset that is visibly iterable (an IterableDataset, a stream) is left alone. Keyword
+arguments spread from a dict (`DataLoader(ds, **params)`) are read when the dict is a literal of
+the file, directly, through a name, or through the parameter of a function whose every caller in
+the file passes one; a spread that cannot be read keeps the rule silent.
 
 Why it hurts training: every epoch sees the samples in the same order; sorted by class, each
 batch holds one class, the model chases the latest class and BatchNorm statistics swing, so
@@ -94,6 +97,59 @@ def training_loaders(a) -> list:
     return out
 
 
+def _mutated(a, name: str) -> bool:
+    """Whether the file changes a dict named `name` after building it: `name.update(...)`,
+    `name["k"] = ...`, `name |= ...`, `name.setdefault(...)`."""
+    for call in a.index.calls:
+        if isinstance(call.func, ast.Attribute) and call.func.attr in ("update", "setdefault") \
+                and dotted(call.func.value) == name:
+            return True
+    for node in a.index.of(ast.Assign, ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any((isinstance(t, ast.Subscript) and dotted(t.value) == name)
+               or (isinstance(node, ast.AugAssign) and dotted(t) == name) for t in targets):
+            return True
+    return False
+
+
+def _literal_keys(a, expr, where) -> set | None:
+    """The keys of a dict literal `expr` is, or names (at `where`, and never changed after), with
+    constant string keys; else None."""
+    if isinstance(expr, ast.Name):
+        if _mutated(a, expr.id):
+            return None
+        expr = a.value_at(expr.id, where)
+    if not isinstance(expr, ast.Dict) or not all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                 for k in expr.keys):
+        return None
+    return {k.value for k in expr.keys}
+
+
+def _spread_keys(a, call, spread) -> set | None:
+    """The keys a `**spread` of `call` hands over, when they can be read: a dict literal, a name bound
+    to one, or a parameter of the enclosing function whose callers in the file all pass one."""
+    fn = a.enclosing(call)
+    if not isinstance(spread, ast.Name) or fn is None \
+            or spread.id not in {arg.arg for arg in fn.args.args + fn.args.kwonlyargs}:
+        return _literal_keys(a, spread, call)
+    if a.assigned_within(spread.id, fn):
+        return None
+    callers = [c for c in a.index.calls if a.callee(c) is fn]
+    found = [_literal_keys(a, a.bound_arguments(c, fn).get(spread.id), c) for c in callers]
+    if not found or any(k is None for k in found):
+        return None
+    return set().union(*found)
+
+
+def _spread_without_order(a, call) -> bool:
+    """Whether the call spreads keyword dicts (`**params`) and none of them can set shuffle or a sampler."""
+    spreads = [k.value for k in call.keywords if k.arg is None]
+    if not spreads:
+        return False
+    keys = [_spread_keys(a, call, value) for value in spreads]
+    return all(k is not None and not k & {"shuffle", "sampler", "batch_sampler"} for k in keys)
+
+
 def check(a, emit):
     for call in training_loaders(a):
         if keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
@@ -101,8 +157,8 @@ def check(a, emit):
         shuffle = keyword(call, "shuffle")
         if is_false(shuffle):
             emit(call, CODE, how="has shuffle=False")
-        elif shuffle is None and len(call.args) < 3 and not any(k.arg is None for k in call.keywords) \
-                and call.args and not iterable(a, call.args[0]):
+        elif shuffle is None and len(call.args) < 3 and call.args and not iterable(a, call.args[0]) \
+                and (not any(k.arg is None for k in call.keywords) or _spread_without_order(a, call)):
             how = ("over a class-folder dataset has no shuffle=True" if class_folder(a, call.args[0])
                    else "has no shuffle=True")
             emit(call, CODE, how=how + " (the default is False)")
