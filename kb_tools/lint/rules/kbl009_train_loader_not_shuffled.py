@@ -122,7 +122,7 @@ def _literal_keys(a, expr, where) -> set | None:
     if not isinstance(expr, ast.Dict) or not all(isinstance(k, ast.Constant) and isinstance(k.value, str)
                                                  for k in expr.keys):
         return None
-    return {k.value for k in expr.keys}
+    return {k.value for k in expr.keys if isinstance(k, ast.Constant)}
 
 
 def _spread_keys(a, call, spread) -> set | None:
@@ -135,10 +135,13 @@ def _spread_keys(a, call, spread) -> set | None:
     if a.assigned_within(spread.id, fn):
         return None
     callers = [c for c in a.index.calls if a.callee(c) is fn]
-    found = [_literal_keys(a, a.bound_arguments(c, fn).get(spread.id), c) for c in callers]
-    if not found or any(k is None for k in found):
-        return None
-    return set().union(*found)
+    keys: set = set()
+    for caller in callers:
+        passed = _literal_keys(a, a.bound_arguments(caller, fn).get(spread.id), caller)
+        if passed is None:
+            return None
+        keys |= passed
+    return keys if callers else None
 
 
 def _spread_without_order(a, call) -> bool:
