@@ -295,7 +295,7 @@ def run_ranks(request: dict, state: dict, protocol_fd: int) -> dict:
     gives its workers, all writing to the run's stdout and stderr. As under torchrun, the run
     fails when any rank fails, and the ranks still running are then stopped (after RANK_GRACE).
     Ranks that together use almost no CPU (IDLE_SHARE) for `idle_limit` seconds are deadlocked:
-    they are stopped and the run is reported as timed out "idle" (see runner.RANK_IDLE)."""
+    they are stopped and the run is reported as timed out "idle" (see runner.IDLE_LIMIT)."""
     start = time.perf_counter()
     server, world, port = os.getpid(), int(request["ranks"]), _free_port()
     for path in (request["stdout"], request["stderr"]):
