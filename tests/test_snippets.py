@@ -84,7 +84,7 @@ class SnippetItem(pytest.Item):
             return super().repr_failure(excinfo, style)
         run = excinfo.value.run
         line = snippets.failing_line(run) or run.entry.snippet_line
-        what = f"deadlocked: the ranks used almost no CPU for {snippets.IDLE_LIMIT:.0f}s" if run.deadlocked else \
+        what = f"deadlocked: its processes used almost no CPU for {snippets.IDLE_LIMIT:.0f}s" if run.deadlocked else \
             f"timed out after {run.seconds:.0f}s" if run.timed_out else f"exited {run.returncode}"
         tail = "\n".join((run.stderr or "").strip().splitlines()[-25:])
         return f"{run.entry.path}:{line}: snippet {what} on {run.device}\n{tail}\n--- stdout ---\n{run.stdout[-2000:]}"
