@@ -303,12 +303,13 @@ def test_torch_is_left_as_it_was_found():
     import torch.nn.functional as F
     from torch.nn.modules import module as module_hooks
     from torch.optim import optimizer as optimizer_hooks
-    before = (F.cross_entropy, torch.autograd.backward, torch.nn.Module.__init__, torch.optim.Optimizer.__init__)
+    before = (F.cross_entropy, torch.autograd.backward, torch.nn.Module.__init__, torch.optim.Optimizer.__init__,
+              torch.std, torch.var_mean, torch.Tensor.std, torch.Tensor.var)
     kb_watch("--steps", "3", "--", sys.executable, "tests/watch/cases/train-eval-mode/bug_train_after_eval.py")
     kb_watch("--", sys.executable, "tests/watch/scripts/raises.py")
     assert (F.cross_entropy, torch.autograd.backward, torch.nn.Module.__init__,
-            torch.optim.Optimizer.__init__) == before
-    assert "__call__" not in torch.nn.modules.loss._Loss.__dict__
+            torch.optim.Optimizer.__init__, torch.std, torch.var_mean, torch.Tensor.std, torch.Tensor.var) == before
+    assert "__call__" not in torch.nn.modules.loss._Loss.__dict__ and "std" not in torch.Tensor.__dict__
     assert not module_hooks._global_forward_hooks and not module_hooks._global_forward_pre_hooks
     assert not optimizer_hooks._global_optimizer_pre_hooks and not optimizer_hooks._global_optimizer_post_hooks
     from kb_tools.watch import hooks
@@ -511,3 +512,41 @@ def test_a_nan_gradient_under_a_root_names_nan_grad_at_zero_and_an_overflow_does
     found = [f for f in json.loads(out)["findings"] if f["code"] == "KBW006"]
     assert len(found) == 1 and found[0]["entry"] == entry, (out, err[-500:])
     assert found[0]["evidence"]["grad_nonfinite_with_finite_loss"] is True
+
+
+ONE_SAMPLE_AT_STEP = """
+import sys
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+correction = int(sys.argv[1])
+for step in range(30):
+    x = torch.randn(1 if step == 15 else 8, 4)
+    if sys.argv[2] == "method":
+        x = (x - x.mean(0)) / (x.std(0, correction=correction) + 1e-5)
+    else:
+        var, mean = torch.var_mean(x, dim=0, correction=correction)
+        x = (x - mean) / (var + 1e-5).sqrt()
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    if torch.isfinite(loss):
+        loss.backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize("form", ["method", "function"])
+@pytest.mark.parametrize("correction, found", [(1, True), (0, False)])
+def test_a_nan_std_of_one_sample_is_caught_on_an_unsampled_step(tmp_path, form, correction, found):
+    """Step 15 is not sampled (the first 10, then every 10th): the std/var hook looks at every call.
+    With correction=0 the same one-sample batch gives 0, not NaN, and nothing is reported."""
+    script = tmp_path / "one_sample.py"
+    script.write_text(ONE_SAMPLE_AT_STEP)
+    code, out, err = kb_watch("--json", "--", sys.executable, str(script), str(correction), form)
+    hits = [f for f in json.loads(out)["findings"] if f["code"] == "KBW049"]
+    assert bool(hits) is found, (out, err[-500:])
+    if found:
+        assert hits[0]["step"] == 15 and hits[0]["evidence"]["input_shape"] == [1, 4]
+        assert hits[0]["where"].endswith(":12" if form == "method" else ":14")

@@ -13,7 +13,9 @@ on uninstall, so the user's code needs no change:
 - creation sites: the constructors of Module, Optimizer, LRScheduler, GradScaler and DataLoader
   record the first frame of the user's code, and DataLoader iterators count batches;
 - gradient clipping: torch.nn.utils.clip_grad_norm_ is wrapped (the parameters, max_norm and the
-  norm it returned reach the checks on sampled steps).
+  norm it returned reach the checks on sampled steps);
+- std and var (torch.std/var/std_mean/var_mean and the Tensor methods): on every call, a shape test
+  on the result; only a reduction of one element per output value looks at its values.
 On a step that is not sampled each wrapper returns after one attribute test.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ from torch.utils.data import dataloader
 
 from kb_tools.watch.sites import StopWatching, user_site
 
+SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
                   "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div")
 _MISSING = object()
@@ -73,6 +76,23 @@ def _dropout_wrapper(original):
         if s is not None and training and p > 0 and not s.stopped:
             _guard(s, "dropout", s.dropout_call, p)
         return original(input, p, training, inplace)
+    return wrapper
+
+
+def _spread_wrapper(name: str, original):
+    """torch.std and its kin: tell the session when a reduction had one element per output value
+    (with the default correction=1 that is 0/0, NaN); otherwise one shape test per call."""
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        out = original(*args, **kwargs)
+        s = _active
+        if s is not None and not s.stopped and s.spread_watched:
+            source = args[0] if args else kwargs.get("input")
+            result = out[0] if isinstance(out, tuple) else out
+            if isinstance(source, torch.Tensor) and isinstance(result, torch.Tensor) \
+                    and 0 < source.numel() <= result.numel():
+                _guard(s, name, s.spread_call, name, source, result)
+        return out
     return wrapper
 
 
@@ -180,6 +200,10 @@ class Instrumentation:
         for name in ("dropout", "dropout1d", "dropout2d", "dropout3d"):
             if getattr(F, name, None) is not None:
                 self._patch(F, name, _dropout_wrapper(getattr(F, name)))
+        for name in SPREAD_FUNCTIONS:
+            self._patch(torch, name, _spread_wrapper(name, getattr(torch, name)))
+        for name in ("std", "var"):
+            self._patch(torch.Tensor, name, _spread_wrapper(name, getattr(torch.Tensor, name)))
         self._patch(torch.autograd, "backward", _backward_wrapper(torch.autograd.backward))
         self._patch(torch.nn.Module, "__init__", _site_recorder(torch.nn.Module.__init__, "module"))
         self._patch(torch.optim.Optimizer, "__init__", _site_recorder(torch.optim.Optimizer.__init__, "optimizer"))

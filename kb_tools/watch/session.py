@@ -162,6 +162,18 @@ class LossCall:
         return self.options.get("reduction", "mean")
 
 
+@dataclass
+class SpreadCall:
+    """A std or var call that returned NaN from one element per output value."""
+
+    name: str
+    input_shape: tuple
+    output_shape: tuple
+    grad_enabled: bool
+    requires_grad: bool
+    site: str | None
+
+
 def _lr(group) -> float:
     lr = group.get("lr", 0.0)
     return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
@@ -465,6 +477,8 @@ class Session:
 
     def before_backward(self, tensors) -> None:
         self.backward_calls += 1
+        if self._handlers["on_any_backward"]:
+            self.dispatch("on_any_backward", tensors)
         if self.sampled:
             self._event += 1
             self.dispatch("on_before_backward", tensors)
@@ -501,6 +515,17 @@ class Session:
         if self._handlers["on_clip"]:
             self._event += 1
             self.dispatch("on_clip", ClipCall(parameters=parameters, max_norm=max_norm, norm=norm, site=site))
+
+    @property
+    def spread_watched(self) -> bool:
+        return bool(self._handlers["on_spread"])
+
+    def spread_call(self, name: str, source, result) -> None:
+        """A std/var that reduced one element per output value: NaN where the correction is 1."""
+        if result.is_floating_point() and bool(result.detach().isnan().any()):
+            self.dispatch("on_spread", SpreadCall(name=name, input_shape=tuple(source.shape),
+                                                  output_shape=tuple(result.shape), grad_enabled=torch.is_grad_enabled(),
+                                                  requires_grad=source.requires_grad, site=user_site(depth=4)))
 
     def dropout_call(self, p: float) -> None:
         if self._handlers["on_dropout"]:

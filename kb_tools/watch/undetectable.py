@@ -94,24 +94,18 @@ NO_CHECK_YET = {
     "class-imbalance": "the class frequencies of the cross-entropy targets, and predictions all of one class",
     "ddp-unused-parameters": "parameters of a DDP model that never get a gradient",
     "dropout-batchnorm-shift": "a Dropout whose output goes straight into a BatchNorm",
-    "exploding-gradients": "gradient norms growing from the last parameterised layer to the first",
+    "exploding-gradients": "a first-step gradient norm orders of magnitude above what the same layers give at a "
+                           "fan-in init; the per-layer weight-gradient RMS stays level, so no layer ratio shows it",
     "final-layer-bias-init": "the initial loss against the entropy of the label prior",
     "fp16-overflow": "the first float16 module output holding inf",
-    "frozen-params-in-optimizer": "parameters with requires_grad=False in an optimizer that still changes them",
     "gradient-checkpointing-no-grad": "adapter parameters held by the optimizer that never receive a gradient",
-    "head-size-mismatch": "cross_entropy targets at or above the number of output units",
     "lr-too-high": "a loss that rises or oscillates from the first steps, with large update-to-weight ratios",
     "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
     "model-built-under-no-grad": "parameters that are inference tensors",
-    "multiclass-with-binary-loss": "binary cross-entropy targets holding integers above 1",
-    "multilabel-with-cross-entropy": "cross_entropy targets with several positive classes in a row",
     "new-token-embedding-init": "embedding rows whose norm is far from the others'",
     "output-activation-range": "regression outputs confined to [0, 1] or [-1, 1] while the targets are outside",
-    "std-of-one-sample": "std over a dimension of size 1 giving NaN",
     "targets-not-standardized": "regression targets with a standard deviation far above 1",
     "targets-scaled-too-small": "regression targets whose magnitude is below 1e-3",
-    "validation-backward-leak": "a backward() in evaluation whose gradient reaches the next training step",
-    "vanishing-gradients": "gradient norms shrinking from the last parameterised layer to the first",
 }
 
 

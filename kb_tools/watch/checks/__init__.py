@@ -28,6 +28,7 @@ EVENTS = {
     "on_module_input": "sampled: a module's forward is about to run (module, args); dispatched only when a check has it",
     "on_loss_input": "sampled: a loss function is about to run (LossCall without output)",
     "on_loss": "sampled: a loss function returned (LossCall with output)",
+    "on_any_backward": "every call: backward() is about to run (tensors), on any step; must be cheap",
     "on_before_backward": "sampled: backward() is about to run (tensors)",
     "on_after_backward": "sampled: backward() returned (tensors)",
     "on_step_pre": "sampled: optimizer.step() is about to run (optimizer)",
@@ -35,6 +36,8 @@ EVENTS = {
     "on_batch": "sampled: a DataLoader yielded a batch (loader, batch)",
     "on_clip": "sampled: clip_grad_norm_ returned (ClipCall: parameters, max_norm, the norm it returned, site)",
     "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p); must be cheap",
+    "on_spread": "every call: a std/var whose reduction held one element per output value returned NaN "
+                 "(name, input shape, output shape, grad_enabled, site)",
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
 }
 CODE_FORM = re.compile(r"^KBW\d{3}$")
@@ -59,6 +62,7 @@ class Check:
     def on_module_input(self, module, args): pass
     def on_loss_input(self, call): pass
     def on_loss(self, call): pass
+    def on_any_backward(self, tensors): pass
     def on_before_backward(self, tensors): pass
     def on_after_backward(self, tensors): pass
     def on_step_pre(self, optimizer): pass
@@ -66,6 +70,7 @@ class Check:
     def on_batch(self, loader, batch): pass
     def on_clip(self, call): pass
     def on_dropout(self, p): pass
+    def on_spread(self, call): pass
     def on_end(self): pass
 
     def findings(self) -> list:
