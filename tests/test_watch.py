@@ -304,11 +304,12 @@ def test_torch_is_left_as_it_was_found():
     from torch.nn.modules import module as module_hooks
     from torch.optim import optimizer as optimizer_hooks
     before = (F.cross_entropy, torch.autograd.backward, torch.nn.Module.__init__, torch.optim.Optimizer.__init__,
-              torch.std, torch.var_mean, torch.Tensor.std, torch.Tensor.var)
+              torch.std, torch.var_mean, torch.Tensor.std, torch.Tensor.var, torch.jit.script)
     kb_watch("--steps", "3", "--", sys.executable, "tests/watch/cases/train-eval-mode/bug_train_after_eval.py")
     kb_watch("--", sys.executable, "tests/watch/scripts/raises.py")
     assert (F.cross_entropy, torch.autograd.backward, torch.nn.Module.__init__,
-            torch.optim.Optimizer.__init__, torch.std, torch.var_mean, torch.Tensor.std, torch.Tensor.var) == before
+            torch.optim.Optimizer.__init__, torch.std, torch.var_mean, torch.Tensor.std, torch.Tensor.var,
+            torch.jit.script) == before
     assert "__call__" not in torch.nn.modules.loss._Loss.__dict__ and "std" not in torch.Tensor.__dict__
     assert not module_hooks._global_forward_hooks and not module_hooks._global_forward_pre_hooks
     assert not optimizer_hooks._global_optimizer_pre_hooks and not optimizer_hooks._global_optimizer_post_hooks
@@ -550,3 +551,39 @@ def test_a_nan_std_of_one_sample_is_caught_on_an_unsampled_step(tmp_path, form, 
     if found:
         assert hits[0]["step"] == 15 and hits[0]["evidence"]["input_shape"] == [1, 4]
         assert hits[0]["where"].endswith(":12" if form == "method" else ":14")
+
+
+SCRIPTED = """
+import torch
+from torch import nn
+
+
+@torch.jit.script
+def standardize(x: torch.Tensor) -> torch.Tensor:
+    return (x - x.mean(0)) / (torch.std(x, 0) + 1e-5)
+
+
+scripted = torch.jit.script(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.1)))
+head = nn.Sequential(nn.Linear(8, 3), nn.Softmax(dim=1))
+opt = torch.optim.SGD(list(scripted.parameters()) + list(head.parameters()), lr=0.1)
+torch.manual_seed(0)
+for step in range(12):
+    x, y = standardize(torch.randn(16, 4)), torch.randint(0, 3, (16,))
+    loss = nn.functional.cross_entropy(head(scripted(x)), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("trained")
+"""
+
+
+def test_torch_jit_script_compiles_under_watch_and_the_wrappers_return_after(tmp_path):
+    """torch.jit.script of a model with nn.Dropout (F.dropout) and of a function calling torch.std
+    compiles while watched (before, the wrapped functions broke it); the loss wrapper is back in
+    place after scripting: the softmax head's double softmax is still found."""
+    script = tmp_path / "scripted.py"
+    script.write_text(SCRIPTED)
+    code, out, err = kb_watch("--json", "--", sys.executable, str(script))
+    report = json.loads(out)
+    assert report["run"]["error"] is None and "trained" in err, err[-800:]
+    assert [f["code"] for f in report["findings"]][:1] == ["KBW007"], out

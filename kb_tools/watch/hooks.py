@@ -15,11 +15,14 @@ on uninstall, so the user's code needs no change:
 - gradient clipping: torch.nn.utils.clip_grad_norm_ is wrapped (the parameters, max_norm and the
   norm it returned reach the checks on sampled steps);
 - std and var (torch.std/var/std_mean/var_mean and the Tensor methods): on every call, a shape test
-  on the result; only a reduction of one element per output value looks at its values.
+  on the result; only a reduction of one element per output value looks at its values;
+- torch.jit.script: it runs with torch's own functions put back (scripted code is compiled from
+  them, so it runs unwatched, as it would without kb watch).
 On a step that is not sampled each wrapper returns after one attribute test.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -168,6 +171,7 @@ class Instrumentation:
         self._patches = []          # (owner, name, previous value or _MISSING)
         self._step_handles = []
         self._forward_handles = []
+        self._scripting = 0          # nesting of torch.jit.script calls running with the originals
         self.installed = False
 
     # ------------------------------------------------------------ plumbing
@@ -218,6 +222,7 @@ class Instrumentation:
         self._patch(dataloader._BaseDataLoaderIter, "__next__", _loader_next(dataloader._BaseDataLoaderIter.__next__))
         self._patch(loss_modules._Loss, "__call__", _loss_module_call)
         self._patch(torch.nn.Module, "__getstate__", _getstate_without_model_hooks(torch.nn.Module.__getstate__))
+        self._patch(torch.jit, "script", _script_wrapper(torch.jit.script, self))
 
         def step_pre(opt, args, kwargs):
             _guard(session, "step pre hook", session.on_step_pre, opt)
@@ -250,6 +255,27 @@ class Instrumentation:
         self.installed = False
         if _active is self.session:
             _active = None
+
+    @contextlib.contextmanager
+    def originals(self):
+        """torch's own functions back in place of the wrappers (torch.jit.script compiles a wrapped
+        F.dropout or torch.std from the wrapper's module and fails); the wrappers return after."""
+        self._scripting += 1
+        swapped = []
+        if self._scripting == 1:
+            for owner, name, previous in self._patches:
+                if owner in (F, torch, torch.Tensor):
+                    swapped.append((owner, name, getattr(owner, name)))
+                    if previous is _MISSING:
+                        delattr(owner, name)
+                    else:
+                        setattr(owner, name, previous)
+        try:
+            yield
+        finally:
+            self._scripting -= 1
+            for owner, name, wrapper in swapped:
+                setattr(owner, name, wrapper)
 
     def forward_hooks(self, on: bool) -> None:
         """The global module hooks, present only while a sampled step runs."""
@@ -301,6 +327,16 @@ def _backward_wrapper(original):
         _guard(s, "after backward", s.after_backward, seq)
         return result
     return backward
+
+
+def _script_wrapper(original, instrumentation):
+    """torch.jit.script, run with torch's own functions in place: scripted code calls the compiled
+    ops (unwatched), as it would without kb watch."""
+    @functools.wraps(original)
+    def script(*args, **kwargs):
+        with instrumentation.originals():
+            return original(*args, **kwargs)
+    return script
 
 
 def _site_recorder(original, kind: str):
