@@ -90,20 +90,15 @@ NO_CHECK_YET = {
     "gan-discriminator-wins": "a discriminator whose outputs on generated samples sit near 0 while the generator's "
                               "gradient shrinks toward 0",
     "integer-division-inputs": "model inputs with one or two distinct values after an integer division of the data",
-    "bf16-weight-update-underflow": "bfloat16 parameters without an fp32 copy whose values do not change at step()",
     "class-imbalance": "the class frequencies of the cross-entropy targets, and predictions all of one class",
     "ddp-unused-parameters": "parameters of a DDP model that never get a gradient",
-    "dropout-batchnorm-shift": "a Dropout whose output goes straight into a BatchNorm",
     "exploding-gradients": "a first-step gradient norm orders of magnitude above what the same layers give at a "
                            "fan-in init; the per-layer weight-gradient RMS stays level, so no layer ratio shows it",
     "final-layer-bias-init": "the initial loss against the entropy of the label prior",
-    "fp16-overflow": "the first float16 module output holding inf",
     "gradient-checkpointing-no-grad": "adapter parameters held by the optimizer that never receive a gradient",
     "lr-too-high": "a loss that rises or oscillates from the first steps, with large update-to-weight ratios",
     "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
-    "model-built-under-no-grad": "parameters that are inference tensors",
     "new-token-embedding-init": "embedding rows whose norm is far from the others'",
-    "output-activation-range": "regression outputs confined to [0, 1] or [-1, 1] while the targets are outside",
     "targets-not-standardized": "regression targets with a standard deviation far above 1",
     "targets-scaled-too-small": "regression targets whose magnitude is below 1e-3",
 }

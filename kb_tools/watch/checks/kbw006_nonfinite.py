@@ -9,7 +9,8 @@ When the gradient turned NaN (not inf: a norm of huge but finite gradients overf
 as an explosion does) under a finite float32/float64 loss and the autograd graph behind that
 loss holds a square root, a norm or a power below 1 (derivatives infinite at 0, times 0 in the
 chain rule: NaN) and no torch.where (a guard whose untaken branch is differentiated, nan-loss),
-the finding names nan-grad-at-zero.
+the finding names nan-grad-at-zero. When the first non-finite module output is float16 and holds
+inf while that module's weights and the batch were finite, it names fp16-overflow.
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ class NonFinite(Check):
     code = "KBW006"
     name = "nonfinite-loss-or-grad"
     entry = "nan-loss"
-    also = ("nan-grad-at-zero",)
+    also = ("nan-grad-at-zero", "fp16-overflow")
     title = "a NaN or infinite loss or gradient: the first step, and the first module whose output was non-finite"
     confidence = 0.9
 
@@ -120,8 +121,9 @@ class NonFinite(Check):
                 if not _finite(t):
                     own = list(module.parameters(recurse=False))
                     weights_finite = all(bool(torch.isfinite(p.detach()).all()) for p in own) if own else None
+                    overflow = t.dtype == torch.float16 and bool(torch.isinf(t.detach()).any())
                     self.first_module = (self.session.module_name(module), type(module).__name__, self.session.step,
-                                         weights_finite)
+                                         weights_finite, str(t.dtype).replace("torch.", ""), overflow)
                     break
         self.outputs = []
 
@@ -187,13 +189,18 @@ class NonFinite(Check):
             if self.grad_step is not None and self.grad_step == self.loss_step:
                 parts.append("the gradient with it")
         if self.first_module is not None:
-            name, cls, step, weights_finite = self.first_module
+            name, cls, step, weights_finite, dtype, overflow = self.first_module
             where = f"first module with a non-finite output at step {step}: {name} ({cls})"
             if weights_finite is False:
                 where += ", whose own weights were already non-finite (an earlier update poisoned them)"
             elif weights_finite:
                 where += ", whose weights were finite"
             parts.append(where)
+        fp16 = (self.first_module is not None and self.first_module[5] and self.first_module[3] is not False
+                and self.batch_step is None)
+        if fp16:
+            parts.append("its float16 output overflowed to inf (float16 ends at 65504): compute in float32 under "
+                         "torch.autocast with a GradScaler, use bfloat16, or keep that layer in float32")
         if self.batch_step is not None:
             parts.append(f"the input batch held non-finite values at step {self.batch_step}")
         at_zero = bool(self.roots) and not self.where
@@ -204,11 +211,12 @@ class NonFinite(Check):
         first = min(s for s in (self.loss_step, self.grad_step) if s is not None)
         evidence = {"loss_step": self.loss_step, "loss_value": self.loss_value, "loss": self.loss_where,
                     "grad_step": self.grad_step, "grad_nonfinite_with_finite_loss": self.grad_with_finite_loss,
-                    "first_module": dict(zip(("name", "class", "step", "weights_finite"), self.first_module))
+                    "first_module": dict(zip(("name", "class", "step", "weights_finite", "dtype", "float16_overflow"),
+                                             self.first_module))
                     if self.first_module else None, "batch_step": self.batch_step,
                     "root_ops": self.roots, "where_in_graph": self.where}
         return [self.finding("; ".join(parts), evidence=evidence, where=self.loss_site or self.session.where(),
-                             step=first, entry="nan-grad-at-zero" if at_zero else None)]
+                             step=first, entry="nan-grad-at-zero" if at_zero else "fp16-overflow" if fp16 else None)]
 
 
 def _word(value) -> str:
