@@ -304,12 +304,13 @@ def test_torch_is_left_as_it_was_found():
     from torch.nn.modules import module as module_hooks
     from torch.optim import optimizer as optimizer_hooks
     before = (F.cross_entropy, torch.autograd.backward, torch.nn.Module.__init__, torch.optim.Optimizer.__init__,
-              torch.std, torch.var_mean, torch.Tensor.std, torch.Tensor.var, torch.jit.script)
+              torch.std, torch.var_mean, torch.Tensor.std, torch.Tensor.var, torch.jit.script,
+              torch.utils.checkpoint.checkpoint)
     kb_watch("--steps", "3", "--", sys.executable, "tests/watch/cases/train-eval-mode/bug_train_after_eval.py")
     kb_watch("--", sys.executable, "tests/watch/scripts/raises.py")
     assert (F.cross_entropy, torch.autograd.backward, torch.nn.Module.__init__,
             torch.optim.Optimizer.__init__, torch.std, torch.var_mean, torch.Tensor.std, torch.Tensor.var,
-            torch.jit.script) == before
+            torch.jit.script, torch.utils.checkpoint.checkpoint) == before
     assert "__call__" not in torch.nn.modules.loss._Loss.__dict__ and "std" not in torch.Tensor.__dict__
     assert not module_hooks._global_forward_hooks and not module_hooks._global_forward_pre_hooks
     assert not optimizer_hooks._global_optimizer_pre_hooks and not optimizer_hooks._global_optimizer_post_hooks

@@ -16,6 +16,8 @@ on uninstall, so the user's code needs no change:
   norm it returned reach the checks on sampled steps);
 - std and var (torch.std/var/std_mean/var_mean and the Tensor methods): on every call, a shape test
   on the result; only a reduction of one element per output value looks at its values;
+- torch.utils.checkpoint.checkpoint: a reentrant call whose inputs need no gradient reaches the
+  checks on sampled steps;
 - torch.jit.script: it runs with torch's own functions put back (scripted code is compiled from
   them, so it runs unwatched, as it would without kb watch).
 On a step that is not sampled each wrapper returns after one attribute test.
@@ -223,6 +225,8 @@ class Instrumentation:
         self._patch(loss_modules._Loss, "__call__", _loss_module_call)
         self._patch(torch.nn.Module, "__getstate__", _getstate_without_model_hooks(torch.nn.Module.__getstate__))
         self._patch(torch.jit, "script", _script_wrapper(torch.jit.script, self))
+        from torch.utils import checkpoint as checkpointing
+        self._patch(checkpointing, "checkpoint", _checkpoint_wrapper(checkpointing.checkpoint))
 
         def step_pre(opt, args, kwargs):
             _guard(session, "step pre hook", session.on_step_pre, opt)
@@ -337,6 +341,20 @@ def _script_wrapper(original, instrumentation):
         with instrumentation.originals():
             return original(*args, **kwargs)
     return script
+
+
+def _checkpoint_wrapper(original):
+    """torch.utils.checkpoint.checkpoint: on sampled steps, tell the session about a reentrant call
+    (use_reentrant not False) made with grad enabled whose tensor inputs all lack requires_grad."""
+    @functools.wraps(original)
+    def checkpoint(function, *args, **kwargs):
+        s = _active
+        if s is not None and s.sampled and not s.stopped and kwargs.get("use_reentrant") is not False \
+                and torch.is_grad_enabled() \
+                and not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            _guard(s, "checkpoint", s.checkpoint_call, function, user_site(depth=2))
+        return original(function, *args, **kwargs)
+    return checkpoint
 
 
 def _site_recorder(original, kind: str):

@@ -527,6 +527,10 @@ class Session:
                                                   output_shape=tuple(result.shape), grad_enabled=torch.is_grad_enabled(),
                                                   requires_grad=source.requires_grad, site=user_site(depth=4)))
 
+    def checkpoint_call(self, function, site: str | None) -> None:
+        if self._handlers["on_checkpoint"]:
+            self.dispatch("on_checkpoint", function, site)
+
     def dropout_call(self, p: float) -> None:
         if self._handlers["on_dropout"]:
             self.dispatch("on_dropout", p)

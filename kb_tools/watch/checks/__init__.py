@@ -38,6 +38,8 @@ EVENTS = {
     "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p); must be cheap",
     "on_spread": "every call: a std/var whose reduction held one element per output value returned NaN "
                  "(name, input shape, output shape, grad_enabled, site)",
+    "on_checkpoint": "sampled: a reentrant torch.utils.checkpoint call, grad enabled, no input requiring grad "
+                     "(function, site)",
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
 }
 CODE_FORM = re.compile(r"^KBW\d{3}$")
@@ -71,6 +73,7 @@ class Check:
     def on_clip(self, call): pass
     def on_dropout(self, p): pass
     def on_spread(self, call): pass
+    def on_checkpoint(self, function, site): pass
     def on_end(self): pass
 
     def findings(self) -> list:
