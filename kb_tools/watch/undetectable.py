@@ -98,7 +98,6 @@ NO_CHECK_YET = {
     "lr-too-high": "a loss that rises or oscillates from the first steps, with large update-to-weight ratios",
     "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
     "new-token-embedding-init": "embedding rows whose norm is far from the others'",
-    "targets-not-standardized": "regression targets with a standard deviation far above 1",
 }
 
 
