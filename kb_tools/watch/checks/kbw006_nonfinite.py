@@ -19,6 +19,7 @@ import math
 import torch
 
 from kb_tools.watch.checks import Check, loss_where
+from kb_tools.watch.checks.tensors import first_tensor, nodes_from
 
 MAX_OUTPUTS = 4096  # module outputs kept from one forward pass (a bound for long recurrent loops)
 MAX_NODES = 50_000  # autograd nodes read behind one loss
@@ -32,12 +33,8 @@ def _graph_ops(grad_fn) -> tuple:
     """(root-like ops, whether a torch.where is there) in the autograd graph behind a loss. Read
     after the backward pass: the nodes stay while the loss's grad_fn is held, their saved
     tensors are freed, scalars such as a power's exponent are still readable."""
-    roots, where, seen, stack = set(), False, set(), [grad_fn]
-    while stack and len(seen) < MAX_NODES:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
+    roots, where = set(), False
+    for node in nodes_from([grad_fn], MAX_NODES):
         name = type(node).__name__
         if name in ROOT_OPS:
             roots.add(name)
@@ -50,24 +47,7 @@ def _graph_ops(grad_fn) -> tuple:
                 roots.add(f"{name} (exponent {exponent:g})")
         elif name.startswith("WhereBackward"):
             where = True
-        stack.extend(f for f, _ in node.next_functions)
     return sorted(roots), where
-
-
-def _first_tensor(value):
-    if isinstance(value, torch.Tensor):
-        return value
-    if isinstance(value, (list, tuple)):
-        for v in value:
-            t = _first_tensor(v)
-            if t is not None:
-                return t
-    if isinstance(value, dict):
-        for v in value.values():
-            t = _first_tensor(v)
-            if t is not None:
-                return t
-    return None
 
 
 def _finite(t) -> bool:
@@ -106,7 +86,7 @@ class NonFinite(Check):
 
     def on_module_forward(self, module, output, grad_enabled):
         if self.first_module is None and len(self.outputs) < MAX_OUTPUTS:
-            t = _first_tensor(output)
+            t = first_tensor(output)
             if t is not None and t.is_floating_point() and t.numel():
                 self.outputs.append((module, t))
 
@@ -130,7 +110,7 @@ class NonFinite(Check):
     def on_batch(self, loader, batch):
         if self.batch_step is not None:
             return
-        t = _first_tensor(batch)
+        t = first_tensor(batch)
         if t is not None and t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
             self.batch_step = self.session.step
 

@@ -10,23 +10,11 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from kb_tools.watch.checks import Check, loss_where
-from kb_tools.watch.checks.tensors import class_rows, log_probability_share
+from kb_tools.watch.checks.tensors import class_rows, log_probability_share, probability_target_rows
 
 FACTOR = 3.0
 MARGIN = 2.0
-
-
-def _target_mass(call):
-    """For class-probability targets (floats of the input's shape): whether every row sums to 1."""
-    x, y = call.input, call.target
-    if not isinstance(y, torch.Tensor) or not isinstance(x, torch.Tensor) or not y.is_floating_point() \
-            or y.shape != x.shape or y.dim() < 2:
-        return None
-    sums = y.detach().float().movedim(1, -1).reshape(-1, y.shape[1]).sum(-1)
-    return bool(((sums - 1).abs() <= 1e-2).all())
 
 
 class InitialLossFarFromChance(Check):
@@ -54,7 +42,8 @@ class InitialLossFarFromChance(Check):
         if rows is None:
             return
         rows, classes = rows
-        if _target_mass(call) is False:
+        targets = probability_target_rows(call)
+        if targets is not None and not bool(((targets.sum(-1) - 1).abs() <= 1e-2).all()):
             return  # probability targets that do not sum to 1 (multi-hot: KBW048's case): ln(C) is no baseline
         if call.kind == "nll_loss" and log_probability_share(rows) < 0.9:
             return  # not log-probabilities: KBW008's case, and the value means nothing here

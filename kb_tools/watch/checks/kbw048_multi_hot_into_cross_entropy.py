@@ -9,9 +9,8 @@ to 1 and are not reported.
 """
 from __future__ import annotations
 
-import torch
-
 from kb_tools.watch.checks import Check, loss_where
+from kb_tools.watch.checks.tensors import probability_target_rows
 
 MIN_CALLS = 2
 ROW_SUM = 1.5
@@ -32,16 +31,14 @@ class MultiHotIntoCrossEntropy(Check):
     def on_loss_input(self, call):
         if call.kind != "cross_entropy":
             return
-        x, y = call.input, call.target
-        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or not y.is_floating_point() \
-                or y.shape != x.shape or x.dim() == 0 or y.numel() == 0:
+        rows = probability_target_rows(call)
+        if rows is None:
             return
         st = self.sites.setdefault((loss_where(call), call.site), [0, 0, None, 0.0, 0.0])
         st[0] += 1
-        y = y.detach().float()
-        if float(y.min()) < 0 or float(y.max()) > 1:
+        if float(rows.min()) < 0 or float(rows.max()) > 1:
             return
-        sums = y.movedim(1, -1).reshape(-1, y.shape[1]).sum(-1) if y.dim() >= 2 else y.sum().reshape(1)
+        sums = rows.sum(-1)
         many = sums >= ROW_SUM
         if not bool(many.any()):
             return

@@ -29,7 +29,7 @@ class DropoutIntoBatchnorm(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.last: tuple | None = None   # (id, data_ptr, shape) of the last nn.Dropout output, and its p
+        self.last: tuple | None = None   # (id, data_ptr, shape, module, p) of the last nn.Dropout output
         self.pairs: dict = {}            # (dropout name, batchnorm name) -> [steps, first step, last step, p]
 
     def on_module_forward(self, module, output, grad_enabled):
@@ -38,9 +38,11 @@ class DropoutIntoBatchnorm(Check):
             self.last = (id(output), output.data_ptr(), tuple(output.shape), module, module.p)
 
     def on_module_input(self, module, args):
-        last, self.last = self.last, None if isinstance(module, BATCHNORMS) else self.last
-        if last is None or not isinstance(module, BATCHNORMS) or not module.training \
-                or not module.track_running_stats or not torch.is_grad_enabled() or not args:
+        if not isinstance(module, BATCHNORMS):
+            return
+        last, self.last = self.last, None
+        if last is None or not module.training or not module.track_running_stats or not torch.is_grad_enabled() \
+                or not args:
             return
         x = args[0]
         if not isinstance(x, torch.Tensor) or id(x) != last[0] or x.data_ptr() != last[1] or tuple(x.shape) != last[2]:

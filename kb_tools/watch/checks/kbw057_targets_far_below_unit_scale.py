@@ -8,9 +8,10 @@ the network has learned nothing about them. Targets on a unit scale are never re
 """
 from __future__ import annotations
 
-import torch
+import math
 
 from kb_tools.watch.checks import Check, loss_where
+from kb_tools.watch.checks.tensors import mse_target_stats
 
 MIN_CALLS = 5
 MAX_STD = 1e-3
@@ -30,20 +31,16 @@ class TargetsFarBelowUnitScale(Check):
         self.sites: dict = {}  # (where, site) -> [calls, hits, first step, first ratio, last ratio, largest std]
 
     def on_loss(self, call):
-        if call.kind != "mse_loss" or call.reduction != "mean":
+        stats = mse_target_stats(call)
+        if stats is None:
             return
-        y, out = call.target, call.output
-        if not isinstance(y, torch.Tensor) or not y.is_floating_point() or y.numel() < 2 \
-                or not isinstance(out, torch.Tensor) or out.numel() != 1:
-            return
-        y = y.detach().float()
-        std = float(y.std())
+        loss, _, var = stats
+        std = math.sqrt(var)
         st = self.sites.setdefault((loss_where(call), call.site), [0, 0, self.session.step, None, None, 0.0])
         st[0] += 1
-        var = std * std
         if not 0 < std <= MAX_STD:
             return
-        ratio = float(out.detach()) / var
+        ratio = loss / var
         if st[3] is None and st[1] == 0:
             st[3] = ratio
         if ratio > 1:

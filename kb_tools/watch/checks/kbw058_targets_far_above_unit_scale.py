@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from kb_tools.watch.checks import Check, loss_where
+from kb_tools.watch.checks.tensors import mse_target_stats
 
 MIN_CALLS = 5
 MIN_RMS = 100.0
@@ -33,16 +32,10 @@ class TargetsFarAboveUnitScale(Check):
         self.sites: dict = {}  # (where, site) -> [calls, hits, first step, first share, last ratio, rms, std]
 
     def on_loss(self, call):
-        if call.kind != "mse_loss" or call.reduction != "mean":
+        stats = mse_target_stats(call)
+        if stats is None:
             return
-        y, out = call.target, call.output
-        if not isinstance(y, torch.Tensor) or not y.is_floating_point() or y.numel() < 2 \
-                or not isinstance(out, torch.Tensor) or out.numel() != 1:
-            return
-        y = y.detach().double()
-        square = float((y * y).mean())
-        var = float(y.var())
-        loss = float(out.detach())
+        loss, square, var = stats
         st = self.sites.setdefault((loss_where(call), call.site), [0, 0, self.session.step, None, None, 0.0, 0.0])
         st[0] += 1
         if math.sqrt(square) < MIN_RMS or var <= 0 or not math.isfinite(loss):

@@ -38,6 +38,27 @@ def are_probabilities(rows, tol: float = 1e-3) -> bool:
     return low >= 0 and high <= 1 and off <= tol
 
 
+def probability_target_rows(call):
+    """The target of a cross_entropy call in class-probability form (floats of the input's shape)
+    as one row of C values per sample, float32; None for class-index targets or other shapes."""
+    x, y = call.input, call.target
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or not y.is_floating_point() \
+            or y.shape != x.shape or y.dim() < 2 or y.numel() == 0:
+        return None
+    return y.detach().float().movedim(1, -1).reshape(-1, y.shape[1])
+
+
+def mse_target_stats(call):
+    """(loss, mean square, variance) of the targets of a mean-reduced mse_loss call, in float64;
+    None for another loss, reduction or target."""
+    y, out = call.target, call.output
+    if call.kind != "mse_loss" or call.reduction != "mean" or not isinstance(y, torch.Tensor) \
+            or not y.is_floating_point() or y.numel() < 2 or not isinstance(out, torch.Tensor) or out.numel() != 1:
+        return None
+    y = y.detach().double()
+    return float(out.detach()), float((y * y).mean()), float(y.var())
+
+
 def log_probability_share(rows, tol: float = 1e-2) -> float:
     """The share of rows that are log-probabilities: logsumexp within `tol` of 0."""
     if rows.numel() == 0:
@@ -73,7 +94,12 @@ def fingerprint(t: torch.Tensor) -> tuple | None:
 
 def graph_nodes(tensors, max_nodes: int = 20_000):
     """The autograd nodes behind `tensors`, each once, depth first, at most `max_nodes` of them."""
-    seen, stack = set(), [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
+    return nodes_from([t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None], max_nodes)
+
+
+def nodes_from(starts: list, max_nodes: int = 20_000):
+    """The autograd nodes reachable from the nodes `starts` (grad_fn objects), as graph_nodes."""
+    seen, stack = set(), list(starts)
     while stack and len(seen) < max_nodes:
         node = stack.pop()
         if node is None or id(node) in seen:
