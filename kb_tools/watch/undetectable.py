@@ -95,7 +95,6 @@ NO_CHECK_YET = {
     "exploding-gradients": "a first-step gradient norm orders of magnitude above what the same layers give at a "
                            "fan-in init; the per-layer weight-gradient RMS stays level, so no layer ratio shows it",
     "final-layer-bias-init": "the initial loss against the entropy of the label prior",
-    "lr-too-high": "a loss that rises or oscillates from the first steps, with large update-to-weight ratios",
     "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
     "new-token-embedding-init": "embedding rows whose norm is far from the others'",
 }
