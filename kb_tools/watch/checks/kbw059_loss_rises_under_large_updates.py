@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from kb_tools.watch.checks import Check, loss_where
+from kb_tools.watch.checks import Check, loss_where, plural
 
 WITHIN_STEPS = 30
 RISE = 4.0
@@ -127,10 +127,9 @@ class LossRisesUnderLargeUpdates(Check):
         last = f", still {loss.last:.4g} at step {loss.step}" if math.isfinite(loss.last) and loss.step > loss.peak_step else ""
         lr = f" at lr {loss.lr_first:.3g}" if loss.lr_first is not None else ""
         message = (f"the training loss went from {loss.first:.4g} at step 0 to {peak} at step {loss.peak_step}{last} "
-                   f"({loss.where}), after optimizer steps{lr} that changed the weight matrices by up to {biggest:.3g} times their size "
-                   f"(the median over the matrices), on {len(large)} sampled {'step' if len(large) == 1 else 'steps'} from "
-                   f"step {large[0][0]}: each step "
-                   f"overshoots; lower the learning rate 3-10x, or warm it up")
+                   f"({loss.where}), after optimizer steps{lr} that changed the weight matrices by up to {biggest:.3g} "
+                   f"times their size (the median over the matrices), on {plural(len(large), 'sampled step')} from "
+                   f"step {large[0][0]}: each step overshoots; lower the learning rate 3-10x, or warm it up")
         return [self.finding(message, where=loss.site, step=loss.peak_step, evidence={
             "first_loss": loss.first, "peak_loss": _finite_or_none(loss.peak), "peak_step": loss.peak_step,
             "last_loss": _finite_or_none(loss.last), "last_step": loss.step,
