@@ -112,6 +112,16 @@ def test_every_case_folder_is_an_entry_and_every_bug_has_its_fixed_twin():
         assert bugs and bugs == fixes, (folder, bugs ^ fixes)
 
 
+def test_every_entry_a_check_names_has_at_least_two_bug_pairs():
+    """One shape proves little: each entry a check reports has two bug/fixed pairs written differently."""
+    from kb_tools.watch.checks import all_checks
+    named = {e for c in all_checks() for e in (c.entry, *c.also)}
+    pairs = {e: sum(f.startswith("bug_") for f in os.listdir(os.path.join(CASES, e)))
+             for e in named if os.path.isdir(os.path.join(CASES, e))}
+    assert {e: n for e, n in pairs.items() if n < 2} == {}
+    assert named - set(pairs) <= {"rank-divergent-data"}, named - set(pairs)  # needs ranks: the torchrun test
+
+
 @CASES_GROUP
 @pytest.mark.parametrize("bug, fixed", case_pairs())
 def test_the_bug_gets_its_entry_first_and_the_fixed_twin_gets_nothing(case_reports, bug, fixed):
