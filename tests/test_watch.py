@@ -426,6 +426,13 @@ def _footprint(obj, seen=None) -> int:
     return 0
 
 
+def _footprints(session) -> dict:
+    """_footprint of each check and of each of the session's own attributes: what grew, when one did."""
+    parts = {type(c).__name__: _footprint(c, {id(session)}) for c in session.checks}
+    parts.update({f"session.{k}": _footprint(v, {id(session)}) for k, v in vars(session).items() if k != "checks"})
+    return parts
+
+
 def test_memory_stays_bounded_over_2000_steps(one_thread):
     """Sampling every step (the most the checks ever keep), everything the session and its checks
     hold, and the number of live tensors, are the same after 2,000 steps as after 500."""
@@ -449,8 +456,10 @@ def test_memory_stays_bounded_over_2000_steps(one_thread):
             optimizer.step()
             scheduler.step()
             if step == 499:
-                held, tensors = _footprint(handle.session), live_tensors()
-        assert _footprint(handle.session) == held and live_tensors() <= tensors
+                held, tensors, parts = _footprint(handle.session), live_tensors(), _footprints(handle.session)
+        grown = {k: (v, _footprints(handle.session).get(k)) for k, v in parts.items()
+                 if _footprints(handle.session).get(k) != v}
+        assert _footprint(handle.session) == held and live_tensors() <= tensors, grown
     finally:
         handle.stop()
     assert handle.session.step == 2000 and handle.session.sampled_steps >= 2000 and held > 50

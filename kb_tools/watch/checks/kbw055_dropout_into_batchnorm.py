@@ -9,6 +9,8 @@ not reported.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch.nn.modules.dropout import _DropoutNd
 
@@ -29,13 +31,15 @@ class DropoutIntoBatchnorm(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.last: tuple | None = None   # (id, data_ptr, shape, module, p) of the last nn.Dropout output
+        # (weak reference to the output, module, p) of the last nn.Dropout output: a weak reference, not
+        # its id, since a later tensor can reuse a freed one's id, data pointer and shape
+        self.last: tuple | None = None
         self.pairs: dict = {}            # (dropout name, batchnorm name) -> [steps, first step, last step, p]
 
     def on_module_forward(self, module, output, grad_enabled):
         if isinstance(module, _DropoutNd) and module.training and module.p >= MIN_P and grad_enabled \
                 and isinstance(output, torch.Tensor):
-            self.last = (id(output), output.data_ptr(), tuple(output.shape), module, module.p)
+            self.last = (weakref.ref(output), module, module.p)
 
     def on_module_input(self, module, args):
         if not isinstance(module, BATCHNORMS):
@@ -45,11 +49,11 @@ class DropoutIntoBatchnorm(Check):
                 or not args:
             return
         x = args[0]
-        if not isinstance(x, torch.Tensor) or id(x) != last[0] or x.data_ptr() != last[1] or tuple(x.shape) != last[2]:
+        if not isinstance(x, torch.Tensor) or last[0]() is not x:
             return
         s = self.session
-        key = (s.module_name(last[3]), s.module_name(module))
-        st = self.pairs.setdefault(key, [0, s.step, None, last[4]])
+        key = (s.module_name(last[1]), s.module_name(module))
+        st = self.pairs.setdefault(key, [0, s.step, None, last[2]])
         if st[2] != s.step:
             st[0] += 1
             st[2] = s.step
