@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, created_at, names, plural
+from kb_tools.watch.checks.tensors import leading_values
 
 MIN_STEPS = 2
 ELEMENTS = 64
@@ -36,7 +37,7 @@ class FrozenParamsStillUpdated(Check):
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if not p.requires_grad and p.grad is not None and p.numel() > 0:
-                    frozen.append((p, p.detach().reshape(-1)[:ELEMENTS].clone()))
+                    frozen.append((p, leading_values(p, ELEMENTS).clone()))
                     if len(frozen) >= MAX_TRACKED:
                         break
         if frozen:
@@ -48,7 +49,7 @@ class FrozenParamsStillUpdated(Check):
             return
         s = self.session
         for p, values in frozen:
-            if not torch.equal(p.detach().reshape(-1)[:ELEMENTS], values):
+            if not torch.equal(leading_values(p, ELEMENTS), values):
                 st = self.moved.setdefault(s.param_name(p), [0, s.step, s.where(optimizer)])
                 st[0] += 1
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, created_at
+from kb_tools.watch.checks.tensors import leading_values
 
 MIN_STEPS = 3
 MOVED = 0.5
@@ -42,8 +43,8 @@ class Bf16UpdatesRoundedAway(Check):
             return
         for p in s.params_of(optimizer):
             if p.dtype == torch.bfloat16 and p.grad is not None and p.numel() > 0:
-                grad = p.grad.detach().reshape(-1)[:ELEMENTS]
-                self.before.append((p, p.detach().reshape(-1)[:ELEMENTS].clone(), grad != 0))
+                grad = leading_values(p.grad, ELEMENTS)
+                self.before.append((p, leading_values(p, ELEMENTS).clone(), grad != 0))
                 if len(self.before) >= MAX_TENSORS:
                     break
 
@@ -53,7 +54,7 @@ class Bf16UpdatesRoundedAway(Check):
             return
         changed = live = 0
         for p, values, mask in before:
-            now = p.detach().reshape(-1)[:ELEMENTS]
+            now = leading_values(p, ELEMENTS)
             changed += int(((now != values) & mask).sum())
             live += int(mask.sum())
         if live == 0:

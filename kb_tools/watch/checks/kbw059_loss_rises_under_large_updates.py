@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from kb_tools.watch.checks import Check, loss_where, plural
+from kb_tools.watch.checks.tensors import leading_values
 
 WITHIN_STEPS = 30
 RISE = 4.0
@@ -93,7 +94,7 @@ class LossRisesUnderLargeUpdates(Check):
             return
         for p in s.params_of(optimizer):
             if p.dim() >= 2 and p.grad is not None and p.is_floating_point():
-                values = p.detach().reshape(-1)[:ELEMENTS]
+                values = leading_values(p, ELEMENTS)
                 norm = float(values.float().norm())
                 if math.isfinite(norm) and norm > 0:
                     self.before.append((p, values.clone(), norm))
@@ -104,7 +105,7 @@ class LossRisesUnderLargeUpdates(Check):
         before, self.before = self.before, []
         if not before:
             return
-        ratios = sorted(_finite_or_inf(float((p.detach().reshape(-1)[:ELEMENTS].float() - values.float()).norm())) / norm
+        ratios = sorted(_finite_or_inf(float((leading_values(p, ELEMENTS).float() - values.float()).norm())) / norm
                         for p, values, norm in before)
         median = ratios[(len(ratios) - 1) // 2]
         if RATIO <= median < math.inf:  # a non-finite update is a NaN gradient's (KBW006), not the step size

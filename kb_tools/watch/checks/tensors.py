@@ -127,3 +127,9 @@ def value_fingerprint(p) -> tuple:
     (short of a change that cancels in all three), without keeping a copy."""
     x = p.detach().double()
     return float(x.sum()), float(x.abs().sum()), float((x * x).sum())
+
+
+def leading_values(t: torch.Tensor, n: int) -> torch.Tensor:
+    """The first `n` values of `t`, flattened and detached (a view): a bounded sample of a parameter
+    to compare before and after an optimizer step, whatever the parameter's size."""
+    return t.detach().reshape(-1)[:n]
