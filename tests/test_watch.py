@@ -457,8 +457,8 @@ def test_memory_stays_bounded_over_2000_steps(one_thread):
             scheduler.step()
             if step == 499:
                 held, tensors, parts = _footprint(handle.session), live_tensors(), _footprints(handle.session)
-        grown = {k: (v, _footprints(handle.session).get(k)) for k, v in parts.items()
-                 if _footprints(handle.session).get(k) != v}
+        now = _footprints(handle.session)
+        grown = {k: (v, now.get(k)) for k, v in parts.items() if now.get(k) != v}
         assert _footprint(handle.session) == held and live_tensors() <= tensors, grown
     finally:
         handle.stop()

@@ -404,6 +404,11 @@ class Session:
             info = next(iter(self.optimizers.values()))
         return info
 
+    def primary_lr(self) -> float | None:
+        """The largest learning rate of the primary optimizer's groups (as of its last refresh)."""
+        info = self.primary_info()
+        return max(info.lrs) if info is not None and info.lrs else None
+
     def grad_norm(self, opt) -> float | None:
         """The total 2-norm of the gradients of `opt`'s parameters now (None: none has a gradient),
         computed once per event however many checks ask."""

@@ -85,8 +85,7 @@ class LossFlatAtChance(Check):
         st.inside += abs(ratio - 1) <= BAND and spread <= SPREAD
         st.spread = max(st.spread, spread)
         st.low, st.high = min(st.low, ratio), max(st.high, ratio)
-        info = s.primary_info()
-        lr = max(info.lrs) if info is not None and info.lrs else None
+        lr = s.primary_lr()
         if st.first is None:
             st.first, st.lr_first = s.step, lr
         st.last, st.lr_last = s.step, lr

@@ -44,10 +44,6 @@ def _finite_or_inf(value: float) -> float:
     return value if math.isfinite(value) else math.inf
 
 
-def _finite_or_none(value: float):
-    return value if math.isfinite(value) else None  # JSON has no infinity
-
-
 class LossRisesUnderLargeUpdates(Check):
     __doc__ = __doc__
     code = "KBW059"
@@ -62,10 +58,6 @@ class LossRisesUnderLargeUpdates(Check):
         self.before: list = []
         self.large: list = []   # [(step, lower-median ratio)] of the sampled steps at or above RATIO
 
-    def _lr(self):
-        info = self.session.primary_info()
-        return max(info.lrs) if info is not None and info.lrs else None
-
     def on_loss(self, call):
         s = self.session
         if not call.grad_enabled or s.step > WITHIN_STEPS:
@@ -79,13 +71,13 @@ class LossRisesUnderLargeUpdates(Check):
             if s.step == 0:
                 value = float(out.detach())
                 if math.isfinite(value) and value > MIN_FIRST:
-                    self.loss = _Loss(key, call.site, loss_where(call), value, self._lr())
+                    self.loss = _Loss(key, call.site, loss_where(call), value, s.primary_lr())
             return
         if key != loss.key or s.step <= loss.step:
             return
         loss.step, loss.last = s.step, _finite_or_inf(float(out.detach()))
         if loss.peak is None and loss.last >= RISE * loss.first:
-            loss.peak, loss.peak_step, loss.lr_peak = loss.last, s.step, self._lr()
+            loss.peak, loss.peak_step, loss.lr_peak = loss.last, s.step, s.primary_lr()
 
     def on_step_pre(self, optimizer):
         s = self.session
@@ -116,10 +108,8 @@ class LossRisesUnderLargeUpdates(Check):
 
     def findings(self) -> list:
         loss = self.loss
-        if loss is None or loss.peak is None or loss.last <= loss.first:
-            return []
         large = self.large
-        if not large:
+        if loss is None or loss.peak is None or loss.last <= loss.first or not large:
             return []
         if loss.lr_first is not None and loss.lr_peak is not None and loss.lr_peak > loss.lr_first * 1.01:
             return []
@@ -132,7 +122,7 @@ class LossRisesUnderLargeUpdates(Check):
                    f"times their size (the median over the matrices), on {plural(len(large), 'sampled step')} from "
                    f"step {large[0][0]}: each step overshoots; lower the learning rate 3-10x, or warm it up")
         return [self.finding(message, where=loss.site, step=loss.peak_step, evidence={
-            "first_loss": loss.first, "peak_loss": _finite_or_none(loss.peak), "peak_step": loss.peak_step,
-            "last_loss": _finite_or_none(loss.last), "last_step": loss.step,
+            "first_loss": loss.first, "peak_loss": loss.peak, "peak_step": loss.peak_step,
+            "last_loss": loss.last, "last_step": loss.step,
             "large_update_steps": [step for step, _ in large], "largest_update_ratio": biggest,
             "lr": loss.lr_first})]
