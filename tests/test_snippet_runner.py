@@ -90,39 +90,38 @@ def test_torchrun_entries_launch_two_processes(tmp_path, monkeypatch, fork):
 
 
 # A torchrun snippet whose rank 1 dies the way gloo's ranks sometimes do at exit on torch 2.13 CPU:
-# the work done and printed, then the C++ message and SIGABRT. MARK makes it happen on the first run only.
-EXIT_ABORT_SNIPPET = textwrap.dedent("""\
-    import os
-    import sys
-    rank, mark = int(os.environ["RANK"]), os.environ["KB_TEST_MARK"]
-    if rank == 0:
-        print("work done", flush=True)
-    if rank == 1 and (os.environ.get("KB_TEST_ALWAYS") or not os.path.exists(mark)):
-        open(mark, "w").close()
-        sys.stderr.write("terminate called without an active exception\\n")
-        sys.stderr.flush()
-        os.abort()
-    """)
+# the work done and printed, then the C++ message and SIGABRT: on the first run only (the mark file
+# does not exist yet), or on every run. The mark is written into the code, not passed in the
+# environment: a run in another environment would start (and warm up) a fork server of its own.
+def exit_abort_snippet(mark, always: bool = False) -> str:
+    return textwrap.dedent(f"""\
+        import os
+        import sys
+        rank, mark = int(os.environ["RANK"]), {str(mark)!r}
+        if rank == 0:
+            print("work done", flush=True)
+        if rank == 1 and ({always!r} or not os.path.exists(mark)):
+            open(mark, "w").close()
+            sys.stderr.write("terminate called without an active exception\\n")
+            sys.stderr.flush()
+            os.abort()
+        """)
 
 
-def test_a_torchrun_exit_abort_is_retried_once(tmp_path, monkeypatch):
-    monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
-    e = load_entry(tmp_path, snippet=EXIT_ABORT_SNIPPET, launch="torchrun")
+def test_a_torchrun_exit_abort_is_retried_once(tmp_path):
+    e = load_entry(tmp_path, snippet=exit_abort_snippet(tmp_path / "mark"), launch="torchrun")
     run = snippets.run_snippet(e, "cpu", timeout=120)
     assert run.passed and run.exit_aborts == 1 and run.summary() == "work done", run.stderr[-500:]
 
 
-def test_an_exit_abort_every_time_still_fails(tmp_path, monkeypatch):
-    monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
-    monkeypatch.setenv("KB_TEST_ALWAYS", "1")
-    e = load_entry(tmp_path, snippet=EXIT_ABORT_SNIPPET, launch="torchrun")
+def test_an_exit_abort_every_time_still_fails(tmp_path):
+    e = load_entry(tmp_path, snippet=exit_abort_snippet(tmp_path / "mark", always=True), launch="torchrun")
     run = snippets.run_snippet(e, "cpu", timeout=120)
     assert not run.passed and run.exit_aborts == 1
 
 
-def test_a_failing_assert_is_not_taken_for_an_exit_abort(tmp_path, monkeypatch):
-    monkeypatch.setenv("KB_TEST_MARK", str(tmp_path / "mark"))
-    e = load_entry(tmp_path, snippet=EXIT_ABORT_SNIPPET.replace('    print("work done", flush=True)\n',
+def test_a_failing_assert_is_not_taken_for_an_exit_abort(tmp_path):
+    e = load_entry(tmp_path, snippet=exit_abort_snippet(tmp_path / "mark").replace('    print("work done", flush=True)\n',
                                                                 '    assert False, "planted"\n'),
                    launch="torchrun")
     run = snippets.run_snippet(e, "cpu", timeout=120)

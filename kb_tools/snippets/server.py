@@ -173,21 +173,28 @@ def _run_script(request: dict, state: dict) -> int:
 IDLE_SHARE = 0.05
 
 
-def _group_cpu_seconds(groups: set) -> float:
-    """CPU seconds used so far by every process in these process groups (a rank and the DataLoader
-    workers it started), read from /proc: a rank waiting on a busy worker is not idle."""
-    ticks = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone between the listing and the read
-        if int(fields[2]) in groups:  # pgrp; utime and stime are the 14th and 15th fields of the line
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+class GroupCPU:
+    """CPU seconds used so far by every process in some process groups (a rank and the DataLoader
+    workers it started), read from /proc: a rank waiting on a busy worker is not idle. A process
+    that has ended keeps what it was last seen to use (and a parent's count includes the children
+    it has waited for), so the total never falls when a worker exits: a fall would read as idle."""
+
+    def __init__(self, groups: set):
+        self.groups, self.seen = set(groups), {}
+
+    def seconds(self) -> float:
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone between the listing and the read
+            if int(fields[2]) in self.groups:  # pgrp; then utime, stime, cutime, cstime (fields 14-17)
+                ticks = sum(int(f) for f in fields[11:15])
+                self.seen[name] = max(self.seen.get(name, 0), ticks)
+        return sum(self.seen.values()) / os.sysconf("SC_CLK_TCK")
 
 
 def _idle(samples: list, now: float, limit: float) -> bool:
@@ -204,7 +211,7 @@ def _wait(pid: int, wall_limit: float, idle_limit: float) -> tuple:
     or once it has used almost no CPU for `idle_limit` seconds (a deadlock, see IDLE_SHARE)."""
     deadline = time.monotonic() + wall_limit
     pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
-    samples = []
+    samples, meter = [], GroupCPU({pid})
     try:
         while True:
             done, status, usage = os.wait4(pid, os.WNOHANG)
@@ -212,7 +219,7 @@ def _wait(pid: int, wall_limit: float, idle_limit: float) -> tuple:
                 return status, usage, None
             now = time.monotonic()
             if not samples or now - samples[-1][0] >= 1.0:
-                samples.append((now, _group_cpu_seconds({pid})))
+                samples.append((now, meter.seconds()))
             timed_out = "wall" if now >= deadline else "idle" if _idle(samples, now, idle_limit) else None
             if timed_out:
                 try:
@@ -328,8 +335,8 @@ def run_ranks(request: dict, state: dict, protocol_fd: int) -> dict:
         if len(done) < world and stop_at is None and now >= probe_at:
             probe_at, running = now + 1.0, {pid for pid in pids if pid not in done}
             if running != sampled:  # a rank ended: its CPU no longer counts
-                samples, sampled = [], running
-            samples.append((now, _group_cpu_seconds(running)))
+                samples, sampled, meter = [], running, GroupCPU(running)
+            samples.append((now, meter.seconds()))
             if _idle(samples, now, float(request["idle_limit"])):
                 timed_out, stop_at = "idle", now
         if len(done) < world and (now >= deadline or (stop_at is not None and now >= stop_at)):
