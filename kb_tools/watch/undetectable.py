@@ -96,7 +96,6 @@ NO_CHECK_YET = {
                            "fan-in init; the per-layer weight-gradient RMS stays level, so no layer ratio shows it",
     "final-layer-bias-init": "the initial loss against the entropy of the label prior",
     "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
-    "new-token-embedding-init": "embedding rows whose norm is far from the others'",
 }
 
 

@@ -5,7 +5,10 @@ mode) over a batch of at least 16 examples, the share of units that are 0 for ev
 unit is a feature of a 2-d output, a channel of a 3-d or larger one, over all its positions) is
 above 0.5 on each of the last 3 or more sampled steps watched, at step 3 or later, up to the end.
 A healthy ReLU layer has almost none: a unit alive for a random half of the inputs is zero on
-all of 16 examples with probability 2**-16. F.relu calls are not seen, only nn.ReLU modules.
+all of 16 examples with probability 2**-16. That holds for inputs of several features; a model
+whose input has fewer than MIN_FEATURES values per example (a curve fitted on one x) puts its
+examples on a line, where a unit is negative over the whole range by construction, so its ReLUs
+are not reported. F.relu calls are not seen, only nn.ReLU modules.
 """
 from __future__ import annotations
 
@@ -18,14 +21,16 @@ MIN_STEPS = 3
 MIN_BATCH = 16
 FROM_STEP = 3
 MAX_MODULES = 256
+MIN_FEATURES = 4
 
 
 class _State:
-    __slots__ = ("name", "site", "step", "share", "units", "run", "first", "worst")
+    __slots__ = ("name", "site", "step", "share", "units", "run", "first", "worst", "root")
 
     def __init__(self, name, site):
         self.name, self.site, self.step, self.share, self.units = name, site, None, 0.0, 0
         self.run, self.first, self.worst = 0, None, 0.0  # consecutive sampled steps above DEAD
+        self.root = None  # the id of the watched model it belongs to
 
 
 class DeadRelu(Check):
@@ -39,6 +44,27 @@ class DeadRelu(Check):
     def __init__(self, session):
         super().__init__(session)
         self.states: dict[int, _State] = {}
+        self.features: dict[int, int] = {}  # id of a watched model -> fewest input values per example seen
+        self.owner: dict[int, int] = {}  # id of an nn.ReLU -> id of the watched model that holds it
+
+    def on_module_input(self, module, args):
+        if not any(model.module is module for model in self.session.models):
+            return
+        x = args[0] if args else None
+        if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] > 0:
+            per_example = x.numel() // x.shape[0] if x.dim() > 1 else 1
+            self.features[id(module)] = min(self.features.get(id(module), per_example), per_example)
+
+    def _owner(self, module) -> int | None:
+        if id(module) not in self.owner:
+            for model in self.session.models:
+                root = model.module
+                if root is not None:
+                    self.owner.update((id(m), id(root)) for m in root.modules() if isinstance(m, torch.nn.ReLU))
+        return self.owner.get(id(module))
+
+    def _few_input_features(self, st: _State) -> bool:
+        return self.features.get(st.root, MIN_FEATURES) < MIN_FEATURES
 
     def on_module_forward(self, module, output, grad_enabled):
         if not isinstance(module, torch.nn.ReLU) or not grad_enabled or not module.training:
@@ -51,6 +77,7 @@ class DeadRelu(Check):
             if len(self.states) >= MAX_MODULES:
                 return
             st = self.states[id(module)] = _State(self.session.module_name(module), self.session.module_sites.get(module))
+            st.root = self._owner(module)
         with torch.no_grad():
             out = output.detach()
             alive = out.ne(0).flatten(2).any(2) if out.dim() > 2 else out.ne(0)
@@ -83,7 +110,7 @@ class DeadRelu(Check):
                     run, first, worst = run + 1, first if run else st.step, max(worst, st.share)
                 else:
                     run = 0
-            if run < MIN_STEPS:
+            if run < MIN_STEPS or self._few_input_features(st):
                 continue
             where = created_at('nn.ReLU', st.site)
             message = (f"{st.share:.0%} of the {st.units} units of the ReLU '{st.name}' ({where}) were zero for every "
