@@ -206,6 +206,7 @@ class Session:
         self.module_names: dict[int, str] = {}
         self.param_names: dict[int, str] = {}
         self.param_owner: dict[int, int] = {}     # id(param) -> id(module that holds it directly)
+        self.module_root: dict[int, int] = {}     # id(module) -> id(the watched model it belongs to)
         self.module_sites = weakref.WeakKeyDictionary()  # modules created while watching -> site
         self.internal_errors: list[str] = []
         self.last_loss: LossCall | None = None     # the last sampled loss call (its tensors dropped)
@@ -305,6 +306,7 @@ class Session:
         self.module_names.clear()
         self.param_names.clear()
         self.param_owner.clear()
+        self.module_root.clear()
         many = len(self.models) > 1
         for info in self.models:
             module = info.module
@@ -313,6 +315,7 @@ class Session:
             info.prefix = f"{info.cls}." if many else ""
             for name, sub in module.named_modules():
                 self.module_names.setdefault(id(sub), f"{info.prefix}{name}" if name else info.cls)
+                self.module_root.setdefault(id(sub), id(module))
                 for pname, p in sub.named_parameters(recurse=False):
                     key = id(p)
                     if key not in self.param_names:

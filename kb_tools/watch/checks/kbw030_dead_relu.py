@@ -45,23 +45,14 @@ class DeadRelu(Check):
         super().__init__(session)
         self.states: dict[int, _State] = {}
         self.features: dict[int, int] = {}  # id of a watched model -> fewest input values per example seen
-        self.owner: dict[int, int] = {}  # id of an nn.ReLU -> id of the watched model that holds it
 
     def on_module_input(self, module, args):
-        if not any(model.module is module for model in self.session.models):
-            return
+        if self.session.module_root.get(id(module)) != id(module):
+            return  # only a watched model's own input
         x = args[0] if args else None
         if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] > 0:
             per_example = x.numel() // x.shape[0] if x.dim() > 1 else 1
             self.features[id(module)] = min(self.features.get(id(module), per_example), per_example)
-
-    def _owner(self, module) -> int | None:
-        if id(module) not in self.owner:
-            for model in self.session.models:
-                root = model.module
-                if root is not None:
-                    self.owner.update((id(m), id(root)) for m in root.modules() if isinstance(m, torch.nn.ReLU))
-        return self.owner.get(id(module))
 
     def _few_input_features(self, st: _State) -> bool:
         return self.features.get(st.root, MIN_FEATURES) < MIN_FEATURES
@@ -77,7 +68,7 @@ class DeadRelu(Check):
             if len(self.states) >= MAX_MODULES:
                 return
             st = self.states[id(module)] = _State(self.session.module_name(module), self.session.module_sites.get(module))
-            st.root = self._owner(module)
+            st.root = self.session.module_root.get(id(module))
         with torch.no_grad():
             out = output.detach()
             alive = out.ne(0).flatten(2).any(2) if out.dim() > 2 else out.ne(0)
