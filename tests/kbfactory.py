@@ -109,3 +109,14 @@ def shipped_entry_ids() -> list:
     return sorted(name[:-5] for area in sorted(os.listdir(top)) if os.path.isdir(os.path.join(top, area))
                   for name in os.listdir(os.path.join(top, area)) if name.endswith(".yaml"))
 
+
+
+def rank_one_misbehaves_once(mark, misbehaviour: str, always: bool = False) -> str:
+    """A two-rank torchrun snippet: rank 0 prints "work done"; rank 1 runs `misbehaviour` (indented
+    code) on the first run only (the mark file does not exist yet), or on every run. The mark is
+    written into the code, not passed in the environment: a run in another environment would start
+    (and warm up) a fork server of its own."""
+    body = textwrap.indent(textwrap.dedent(misbehaviour), "    ")
+    return (f"import os\nimport sys\nimport time\nrank, mark = int(os.environ['RANK']), {str(mark)!r}\n"
+            "if rank == 0:\n    print('work done', flush=True)\n"
+            f"if rank == 1 and ({always!r} or not os.path.exists(mark)):\n    open(mark, 'w').close()\n{body}")

@@ -7,7 +7,7 @@ import pytest
 
 from kb_tools.snippets import runner as snippets
 from kb_tools.core.load import load_kb
-from kbfactory import entry, make_kb
+from kbfactory import entry, make_kb, rank_one_misbehaves_once
 
 FAILING = textwrap.dedent("""\
     import os
@@ -89,23 +89,14 @@ def test_torchrun_entries_launch_two_processes(tmp_path, monkeypatch, fork):
     assert "rank 0 of 2" in run.stdout and "rank 1 of 2" in run.stdout
 
 
-# A torchrun snippet whose rank 1 dies the way gloo's ranks sometimes do at exit on torch 2.13 CPU:
-# the work done and printed, then the C++ message and SIGABRT: on the first run only (the mark file
-# does not exist yet), or on every run. The mark is written into the code, not passed in the
-# environment: a run in another environment would start (and warm up) a fork server of its own.
+# Rank 1 dies the way gloo's ranks sometimes do at exit on torch 2.13 CPU: the work done and printed,
+# then the C++ message and SIGABRT.
 def exit_abort_snippet(mark, always: bool = False) -> str:
-    return textwrap.dedent(f"""\
-        import os
-        import sys
-        rank, mark = int(os.environ["RANK"]), {str(mark)!r}
-        if rank == 0:
-            print("work done", flush=True)
-        if rank == 1 and ({always!r} or not os.path.exists(mark)):
-            open(mark, "w").close()
-            sys.stderr.write("terminate called without an active exception\\n")
-            sys.stderr.flush()
-            os.abort()
-        """)
+    return rank_one_misbehaves_once(mark, """\
+        sys.stderr.write("terminate called without an active exception\\n")
+        sys.stderr.flush()
+        os.abort()
+        """, always)
 
 
 def test_a_torchrun_exit_abort_is_retried_once(tmp_path):
@@ -121,8 +112,7 @@ def test_an_exit_abort_every_time_still_fails(tmp_path):
 
 
 def test_a_failing_assert_is_not_taken_for_an_exit_abort(tmp_path):
-    e = load_entry(tmp_path, snippet=exit_abort_snippet(tmp_path / "mark").replace('    print("work done", flush=True)\n',
-                                                                '    assert False, "planted"\n'),
-                   launch="torchrun")
+    e = load_entry(tmp_path, snippet=exit_abort_snippet(tmp_path / "mark").replace(
+        "    print('work done', flush=True)\n", "    assert False, 'planted'\n"), launch="torchrun")
     run = snippets.run_snippet(e, "cpu", timeout=120)
     assert not run.passed and run.exit_aborts == 0 and "planted" in run.stderr

@@ -12,7 +12,7 @@ import pytest
 
 from kb_tools.snippets import runner as snippets
 from kb_tools.core.load import load_kb
-from kbfactory import entry, make_kb
+from kbfactory import entry, make_kb, rank_one_misbehaves_once
 
 pytestmark = pytest.mark.skipif(not snippets.fork_server_usable(), reason="the fork server is Linux-only")
 
@@ -242,22 +242,13 @@ def test_a_busy_rank_is_stopped_by_its_cpu_time(tmp_path):
     assert not run.passed and run.timed_out and not run.deadlocked and 1.9 <= run.cpu_seconds < 60
 
 
-# Ranks that finish their work and then block, as torch 2.13's gloo teardown sometimes leaves one
-# (runner.IDLE_LIMIT), waking every 5 ms as a thread waiting for the GIL does: on the first run only
-# (the mark file does not exist yet), or on every run. The mark is written into the code: another
-# environment would start a fork server of its own.
+# Rank 1 finishes its work and then blocks, as torch 2.13's gloo teardown sometimes leaves one
+# (runner.IDLE_LIMIT), waking every 5 ms as a thread waiting for the GIL does.
 def deadlock_snippet(mark, always: bool = False) -> str:
-    return textwrap.dedent(f"""\
-        import os
-        import time
-        rank, mark = int(os.environ["RANK"]), {str(mark)!r}
-        if rank == 0:
-            print("work done", flush=True)
-        if rank == 1 and ({always!r} or not os.path.exists(mark)):
-            open(mark, "w").close()
-            while True:
-                time.sleep(0.005)
-        """)
+    return rank_one_misbehaves_once(mark, """\
+        while True:
+            time.sleep(0.005)
+        """, always)
 
 
 def test_deadlocked_ranks_are_stopped_when_idle_and_run_once_more(tmp_path, monkeypatch):
