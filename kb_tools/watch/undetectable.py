@@ -91,7 +91,6 @@ NO_CHECK_YET = {
                               "gradient shrinks toward 0",
     "integer-division-inputs": "model inputs with one or two distinct values after an integer division of the data",
     "class-imbalance": "the class frequencies of the cross-entropy targets, and predictions all of one class",
-    "final-layer-bias-init": "the initial loss against the entropy of the label prior",
     "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
 }
 
