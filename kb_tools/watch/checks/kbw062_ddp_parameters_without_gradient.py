@@ -6,20 +6,24 @@ and the same ones on every such backward seen: at least 1 when the model was bui
 find_unused_parameters=False (DDP raises "Expected to have finished reduction" at the next
 forward, naming only their indices), at least MIN_BACKWARDS with find_unused_parameters=True
 (the run goes on, and those parameters never train). A parameter that gets a gradient on any of
-those steps (a branch taken on some steps only) is not reported; frozen ones are not read.
+those steps, or whose values change between them (a branch taken on unsampled steps only, as a
+task head picked at random per step), is not reported; frozen ones are not read.
 """
 from __future__ import annotations
 
 from kb_tools.watch.checks import Check, names, plural
+from kb_tools.watch.checks.tensors import value_fingerprint
 
 MIN_BACKWARDS = 3
+MAX_TRACKED = 64
 
 
 class _Model:
-    __slots__ = ("backwards", "without", "find_unused", "step")
+    __slots__ = ("backwards", "without", "find_unused", "step", "values")
 
     def __init__(self, find_unused: bool):
         self.backwards, self.without, self.find_unused, self.step = 0, None, find_unused, None
+        self.values: dict = {}  # name -> (parameter, its values' fingerprint when first seen without a gradient)
 
 
 class DdpParametersWithoutGradient(Check):
@@ -51,6 +55,28 @@ class DdpParametersWithoutGradient(Check):
             state.without = without if state.without is None else state.without & without
             if state.step is None and without:
                 state.step = self.session.step
+            by_name = dict(trainable)
+            for name in [n for n in state.values if n not in state.without]:
+                del state.values[name]  # it got a gradient: nothing to confirm
+            for name in sorted(state.without):
+                if name not in state.values and len(state.values) < MAX_TRACKED:
+                    state.values[name] = (by_name[name], value_fingerprint(by_name[name]))
+            self._drop_trained(state)
+
+    @staticmethod
+    def _drop_trained(state: _Model) -> None:
+        """Parameters whose values changed since they were first seen without a gradient trained on
+        some unsampled step: they are not unused."""
+        for name, (p, then) in list(state.values.items()):
+            if value_fingerprint(p) != then:
+                if state.without is not None:
+                    state.without.discard(name)
+                del state.values[name]
+
+    def on_end(self):
+        for state in self.models.values():
+            self._drop_trained(state)
+            state.values.clear()  # hold no parameter past the run
 
     def findings(self) -> list:
         out = []
