@@ -89,7 +89,6 @@ UNDETECTABLE = {
 NO_CHECK_YET = {
     "gan-discriminator-wins": "a discriminator whose outputs on generated samples sit near 0 while the generator's "
                               "gradient shrinks toward 0",
-    "integer-division-inputs": "model inputs with one or two distinct values after an integer division of the data",
     "class-imbalance": "the class frequencies of the cross-entropy targets, and predictions all of one class",
     "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
 }
