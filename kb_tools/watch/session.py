@@ -407,6 +407,10 @@ class Session:
             info = next(iter(self.optimizers.values()))
         return info
 
+    def is_model(self, module) -> bool:
+        """Whether `module` is a watched model itself, not one of its submodules (its input is the run's data)."""
+        return self.module_root.get(id(module)) == id(module)
+
     def primary_lr(self) -> float | None:
         """The largest learning rate of the primary optimizer's groups (as of its last refresh)."""
         info = self.primary_info()

@@ -47,7 +47,7 @@ class DeadRelu(Check):
         self.features: dict[int, int] = {}  # id of a watched model -> fewest input values per example seen
 
     def on_module_input(self, module, args):
-        if self.session.module_root.get(id(module)) != id(module):
+        if not self.session.is_model(module):
             return  # only a watched model's own input
         x = args[0] if args else None
         if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] > 0:

@@ -15,6 +15,8 @@ for this check.)
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from kb_tools.watch.checks import Check, created_at
@@ -100,7 +102,7 @@ class LayerGainAboveOne(Check):
         for root, chain in self.chains.items():
             if chain.normalised:
                 continue
-            run = growing_run([r if r == r and r != float("inf") else 0.0 for r in chain.rms])
+            run = growing_run([r if math.isfinite(r) else 0.0 for r in chain.rms])
             if run is None or run[2] < GROWTH:
                 continue
             first, last, growth = run

@@ -55,7 +55,7 @@ class IntegerDivisionInputs(Check):
 
     def on_module_input(self, module, args):
         s = self.session
-        if self.pending is None or s.module_root.get(id(module)) != id(module):
+        if self.pending is None or not s.is_model(module):
             return
         step, site, ones, values, high = self.pending
         self.pending = None  # one model input per batch
