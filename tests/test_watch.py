@@ -607,3 +607,15 @@ def test_torch_jit_script_compiles_under_watch_and_the_wrappers_return_after(tmp
     report = json.loads(out)
     assert report["run"]["error"] is None and "trained" in err, err[-800:]
     assert [f["code"] for f in report["findings"]][:1] == ["KBW007"], out
+
+
+@pytest.mark.parametrize("rows, expected", [
+    ([[5, 6, 7, 0, 0], [5, 6, 0, 0, 0], [5, 6, 7, 8, 9]], (0, [(0, 3, 5), (1, 2, 5)])),  # right, longest row unpadded
+    ([[2, 2, 5, 6, 7], [2, 2, 2, 5, 6]], (2, [(0, 0, 2), (1, 0, 3)])),                   # left padding
+    ([[5, 6, 7, 7, 7], [5, 6, 7, 8, 9], [1, 2, 3, 4, 5]], None),  # one row ends in a repeat: text, not padding
+    ([[5, 6, 7, 3, 3], [5, 6, 7, 4, 4]], None),                   # runs of a different id in each row
+])
+def test_padding_is_a_run_of_one_id_at_one_edge_of_most_rows(rows, expected):
+    from kb_tools.watch.checks.tensors import padding_runs
+    assert padding_runs(torch.tensor(rows)) == expected
+    assert padding_runs(torch.tensor(rows, dtype=torch.float32)) is None  # not ids

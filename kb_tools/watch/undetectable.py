@@ -43,7 +43,6 @@ UNDETECTABLE = {
     "lora-not-merged": "the mistake is in the exported or served weights, after the run",
     "lora-target-modules": "which layers were meant to get adapters is the user's intent",
     "loss-on-prompt-tokens": "which positions are the prompt is a tokenizer and template fact; the loss sees ids",
-    "pad-token-is-eos": "that pad and eos share an id is a tokenizer setting; the masked targets look ordinary",
     "tokenizer-padding-side": "the mistake shows in batched generation at inference, not in training",
     "weight-tying-broken": "whether two weights should be one tensor is a model design fact; untied weights are valid",
     "ignore-index-mismatch": "which id marks padding is a tokenizer fact; a target equal to a pad id looks like a class",
@@ -55,7 +54,6 @@ UNDETECTABLE = {
     "grad-accum-token-normalization": "a mean of per-micro-batch means is a different weighting, with no invalid value",
     "grad-accumulation-scaling": "an undivided sum over micro-batches is also how some code sets its effective lr; "
                                  "nothing in the run is invalid",
-    "padded-loss-reduction": "which positions are padding is known to the masking code, not to the loss it calls",
     "sum-reduction-lr-scale": "reduction='sum' is a legitimate choice; its harm depends on the lr chosen with it",
     "label-smoothing-misread": "a loss floor read as a plateau is a reading of the curve, not a fault in the run",
     "over-regularization": "how strong dropout or weight decay should be is a judgement that needs the training curve",

@@ -142,6 +142,42 @@ def loss_where(call) -> str:
     return f"{info.kind} called at {info.site}" if info.site else info.kind
 
 
+class SiteTally:
+    """Per loss site (kind, where, site): the calls compared, the calls that matched and what the first
+    match measured; the "on at least N sampled calls and on a share of the calls compared" criterion
+    several checks state. Holds at most `limit` sites."""
+
+    def __init__(self, limit: int = 16):
+        self.limit = limit
+        self.sites: dict = {}  # (kind, where, site) -> [compared, matched, first matching step, details]
+
+    def count(self, call, step: int, matched: bool, details: object = None) -> None:
+        key = (call.kind, loss_where(call), call.site)
+        st = self.sites.get(key)
+        if st is None:
+            if len(self.sites) >= self.limit:
+                return
+            st = self.sites[key] = [0, 0, None, None]
+        st[0] += 1
+        if matched:
+            st[1] += 1
+            if st[2] is None:
+                st[2], st[3] = step, details
+
+    def confirmed(self, min_calls: int, share: float):
+        """(kind, where, site, compared, matched, first step, details) of each site whose matching
+        calls number at least `min_calls` and at least `share` of its compared calls."""
+        for (kind, where, site), (compared, matched, step, details) in self.sites.items():
+            if matched >= min_calls and matched >= share * compared:
+                yield kind, where, site, compared, matched, step, details
+
+
+def this_step(items: list, step: int, limit: int) -> list:
+    """The `(step, ...)` tuples of `items` recorded at `step`, leaving room for one more within `limit`:
+    what a loss call of this step compares against (an earlier step's batch is another batch)."""
+    return [x for x in items if x[0] == step][-(limit - 1):]
+
+
 def names(items: list, limit: int = 4) -> str:
     """"a, b, c and 2 more": a short list for a message."""
     items = list(items)

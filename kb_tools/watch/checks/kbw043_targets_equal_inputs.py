@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from kb_tools.watch.checks import Check, loss_where, plural
+from kb_tools.watch.checks import Check, SiteTally, plural, this_step
 
 SAMPLE = 256          # positions compared per call, evenly spaced
 MIN_POSITIONS = 16    # non-ignored positions a comparison needs
@@ -39,7 +39,7 @@ class TargetsEqualInputs(Check):
     def __init__(self, session):
         super().__init__(session)
         self.inputs: list = []   # [(step, numel, module name, sampled ids as ints)], at most MAX_INPUTS
-        self.sites: dict = {}    # (kind, where, site) -> [compared calls, equal calls, first step, share, embedding]
+        self.sites = SiteTally(MAX_SITES)  # details: (share, embedding)
 
     def on_module_input(self, module, args):
         if not isinstance(module, torch.nn.Embedding) or not args:
@@ -48,7 +48,7 @@ class TargetsEqualInputs(Check):
         if not isinstance(ids, torch.Tensor) or ids.is_floating_point() or ids.dim() < 2 or ids.numel() < MIN_POSITIONS:
             return
         step = self.session.step
-        self.inputs = [x for x in self.inputs if x[0] == step][-(MAX_INPUTS - 1):]
+        self.inputs = this_step(self.inputs, step, MAX_INPUTS)
         flat = ids.detach().reshape(-1)
         picked = flat[_positions(flat.numel())].tolist()
         self.inputs.append((step, flat.numel(), self.session.module_name(module), picked))
@@ -75,23 +75,11 @@ class TargetsEqualInputs(Check):
                 best, best_name = share, name
         if best is None:
             return
-        key = (call.kind, loss_where(call), call.site)
-        st = self.sites.get(key)
-        if st is None:
-            if len(self.sites) >= MAX_SITES:
-                return
-            st = self.sites[key] = [0, 0, None, 0.0, None]
-        st[0] += 1
-        if best >= SHARE:
-            st[1] += 1
-            if st[2] is None:
-                st[2], st[3], st[4] = step, best, best_name
+        self.sites.count(call, step, best >= SHARE, (best, best_name))
 
     def findings(self) -> list:
         out = []
-        for (kind, where, site), (compared, equal, step, share, embedding) in self.sites.items():
-            if equal < MIN_CALLS or equal < SHARE * compared:
-                continue
+        for kind, where, site, compared, equal, step, (share, embedding) in self.sites.confirmed(MIN_CALLS, SHARE):
             message = (f"{kind} ({where}) got targets equal to the ids {embedding} received at the same positions "
                        f"on {equal} of {plural(compared, 'sampled call')} from step {step} ({share:.0%} of the "
                        f"compared positions at step {step}): each position is scored on the token it already "

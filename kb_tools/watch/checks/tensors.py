@@ -133,3 +133,43 @@ def leading_values(t: torch.Tensor, n: int) -> torch.Tensor:
     """The first `n` values of `t`, flattened and detached (a view): a bounded sample of a parameter
     to compare before and after an optimizer step, whatever the parameter's size."""
     return t.detach().reshape(-1)[:n]
+
+
+PAD_ROWS = 64  # rows of an id batch examined for padding
+
+
+def edge_runs(x: torch.Tensor) -> torch.Tensor:
+    """For each row of a 2-D tensor, how many times its first value repeats from the start (>= 1);
+    `edge_runs(x.flip(1))` counts the copies of the last value at the end."""
+    return (x == x[:, :1]).int().cumprod(1).sum(1)
+
+
+def padding_runs(ids, min_run: int = 2):
+    """Where a batch of token ids [B, T] is padded: (pad id, [(row, start, end), ...]) for the rows
+    (of the first PAD_ROWS) that end, or for left padding begin, with a run of at least `min_run`
+    copies of one id, the same id in each and in at least half the rows examined; None when the
+    ids do not look padded. Padding is a run of one id at one edge of most rows; text ends that way
+    only by chance, in a few rows and with a different id each time."""
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point() or ids.is_complex() \
+            or ids.shape[1] < 2 * min_run:
+        return None
+    x = ids.detach()[:PAD_ROWS].cpu()
+    rows, width = x.shape
+    best = None
+    for side in ("right", "left"):
+        y = x.flip(1) if side == "right" else x
+        run = edge_runs(y)
+        padded = run >= min_run
+        if int(padded.sum()) < max(2, (rows + 1) // 2):
+            continue
+        values, counts = y[:, 0][padded].unique(return_counts=True)
+        pad = int(values[counts.argmax()])
+        chosen = padded & (y[:, 0] == pad)
+        if int(chosen.sum()) < max(2, (rows + 1) // 2):
+            continue
+        lengths = run.tolist()
+        spans = [(r, width - lengths[r], width) if side == "right" else (r, 0, lengths[r])
+                 for r in chosen.nonzero().flatten().tolist()]
+        if best is None or sum(e - s for _, s, e in spans) > sum(e - s for _, s, e in best[1]):
+            best = (pad, spans)
+    return best
