@@ -132,7 +132,7 @@ def _loss_wrapper(kind: str, original):
 
 
 class ModelHook:
-    """The forward pre hook each watched model gets (it calls the session's). Module.__getstate__
+    """The forward pre hook (and post hook) each watched model gets (it calls the session's). Module.__getstate__
     leaves it out while watching, so a model saved whole (torch.save(model), then loaded with
     weights_only and the user's safe globals) or deep-copied carries no trace of kb watch; a
     module class whose own __getstate__ skips Module's pickles it as sys.audit with a fixed event
@@ -142,8 +142,8 @@ class ModelHook:
     def __init__(self, fn):
         self.fn = fn
 
-    def __call__(self, module, args):
-        return self.fn(module, args)
+    def __call__(self, module, *args):  # (args) before the forward, (args, output) after it
+        return self.fn(module, *args)
 
     def __reduce__(self):
         return (functools.partial, (sys.audit, "watch.detached_model_hook"))
@@ -153,14 +153,17 @@ class ModelHook:
 
 
 def _getstate_without_model_hooks(original):
-    """Module.__getstate__ whose state has no ModelHook among the forward pre hooks."""
+    """Module.__getstate__ whose state has no ModelHook among the forward pre hooks and forward hooks."""
     @functools.wraps(original)
     def __getstate__(self):
         state = original(self)
-        hooks = state.get("_forward_pre_hooks") if isinstance(state, dict) else None
-        if hooks and any(isinstance(h, ModelHook) for h in hooks.values()):
-            state = dict(state)
-            state["_forward_pre_hooks"] = type(hooks)((k, h) for k, h in hooks.items() if not isinstance(h, ModelHook))
+        if not isinstance(state, dict):
+            return state
+        for key in ("_forward_pre_hooks", "_forward_hooks"):
+            hooks = state.get(key)
+            if hooks and any(isinstance(h, ModelHook) for h in hooks.values()):
+                state = dict(state)
+                state[key] = type(hooks)((k, h) for k, h in hooks.items() if not isinstance(h, ModelHook))
         return state
     return __getstate__
 

@@ -238,6 +238,8 @@ class Session:
         try:
             from kb_tools.watch.hooks import ModelHook
             self._model_hooks.append(module.register_forward_pre_hook(ModelHook(self._model_pre_hook)))
+            if self._handlers["on_root_output"]:
+                self._model_hooks.append(module.register_forward_hook(ModelHook(self._model_post_hook)))
         except RuntimeError:  # a ScriptModule: no hooks
             pass
 
@@ -328,6 +330,11 @@ class Session:
             info = next((m for m in self.models if m.ref() is module), None)
             if info is not None:
                 self.dispatch("on_root_forward", info, torch.is_grad_enabled())
+
+    def _model_post_hook(self, module, args, output):
+        info = next((m for m in self.models if m.ref() is module), None)
+        if info is not None:
+            self.dispatch("on_root_output", info, output, torch.is_grad_enabled())
 
     def root_call(self, module) -> None:
         """A module called outside any other forward on a sampled step: maybe a new model."""

@@ -24,6 +24,7 @@ from kb_tools.watch.report import Finding
 # `warmup` steps, then every `every`-th); the others run on every call and must be cheap.
 EVENTS = {
     "on_root_forward": "every call of a watched model (model, grad_enabled): must cost microseconds",
+    "on_root_output": "every call of a watched model returned (model, output, grad_enabled): must cost microseconds",
     "on_module_forward": "sampled: every module's forward (module, output, grad_enabled)",
     "on_module_input": "sampled: a module's forward is about to run (module, args); dispatched only when a check has it",
     "on_loss_input": "sampled: a loss function is about to run (LossCall without output)",
@@ -60,6 +61,7 @@ class Check:
 
     # callbacks: the defaults do nothing, and the session skips checks that keep them
     def on_root_forward(self, model, grad_enabled): pass
+    def on_root_output(self, model, output, grad_enabled): pass
     def on_module_forward(self, module, output, grad_enabled): pass
     def on_module_input(self, module, args): pass
     def on_loss_input(self, call): pass

@@ -1,10 +1,12 @@
-"""KBW001: parameters that get a gradient at every step and never move, because no optimizer holds them.
+"""KBW001: parameters that get a gradient at every step and never move, because no optimizer that
+steps holds them.
 
-Criterion: a parameter of a watched model requires grad, is in no optimizer's param_groups (of
-every optimizer created, stepping or not), has a non-zero .grad at step() on at least 3 sampled
+Criterion: a parameter of a watched model requires grad, is in no optimizer's param_groups, or only
+in those of optimizers that have not stepped yet (one built for it but never stepped: the other
+network's optimizer passed in its place), has a non-zero .grad at step() on at least 3 sampled
 steps, and is bit-for-bit unchanged from the first of them to the end of the run, while the
 optimizers stepped at least 3 times. A parameter that other code updates (an EMA, a manual SGD
-step) changes, and is not reported.
+step, its own optimizer stepping later) changes, and is not reported.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ SNAPSHOT_BUDGET = 1 << 26  # elements copied in all, whatever the model
 
 
 class _Tracked:
-    __slots__ = ("ref", "name", "snapshot", "first_step", "verified", "grad_steps", "grad_norm", "changed", "numel")
+    __slots__ = ("ref", "name", "snapshot", "first_step", "verified", "grad_steps", "grad_norm", "changed", "numel",
+                 "idle")
 
     def __init__(self, p, name, snapshot, step):
         # a strong reference: the last look (on_end) must see the parameter even when the run's
@@ -28,6 +31,7 @@ class _Tracked:
         self.ref, self.name, self.snapshot, self.first_step = p, name, snapshot, step
         self.verified = step  # the last step at which it was seen unchanged
         self.grad_steps, self.grad_norm, self.changed, self.numel = 0, 0.0, False, p.numel()
+        self.idle = None  # the info of an optimizer that holds it but had not stepped when tracking began
 
 
 class ParamsNotInOptimizer(Check):
@@ -63,15 +67,18 @@ class ParamsNotInOptimizer(Check):
         s = self.session
         if s.optimizer_info(optimizer) is not s.primary_info():
             return  # once per step, at the primary optimizer
-        held = s.trainable_ids()
+        held = frozenset(id(p) for info in s.optimizers.values() if info.steps > 0 and info.optimizer is not None
+                         for p in s.params_of(info.optimizer))
         for model in s.models:
             module = model.module
             if module is None:
                 continue
             for p in module.parameters():
                 key = id(p)
-                if not p.requires_grad or key in held:
-                    self.tracked.pop(key, None)  # added to an optimizer later
+                if key in held:
+                    self.tracked.pop(key, None)  # added to an optimizer later, or its optimizer stepped
+                    continue
+                if not p.requires_grad:  # frozen for now (a GAN's other phase): judged when it has a gradient
                     continue
                 t = self.tracked.get(key)
                 if t is not None and (t.changed or t.ref is not p):
@@ -81,6 +88,8 @@ class ParamsNotInOptimizer(Check):
                     continue
                 if t is None:
                     t = self.tracked[key] = _Tracked(p, s.param_name(p), self._snapshot(p), s.step)
+                    t.idle = next((info for info in s.optimizers.values() if info.optimizer is not None
+                                   and any(q is p for q in s.params_of(info.optimizer))), None)
                 elif not self._verify(t, p):
                     continue
                 t.grad_steps += 1
@@ -99,7 +108,11 @@ class ParamsNotInOptimizer(Check):
             return []
         span = max(t.verified for t in stuck) - min(t.first_step for t in stuck)
         sites = [info.site for info in optimizers if info.site]
-        if len(optimizers) == 1:
+        idle = next((t.idle for t in stuck if t.idle is not None and t.idle.steps == 0), None)
+        if idle is not None:
+            held_by = (f"the optimizer that holds them, {idle.cls} ({created_at('optimizer', idle.site)}), never "
+                       f"stepped: another optimizer is stepped in its place")
+        elif len(optimizers) == 1:
             held_by = f"not in any optimizer ({created_at('optimizer', optimizers[0].site)})"
         else:
             held_by = f"in none of the {len(optimizers)} optimizers (created at {', '.join(sites) or 'unknown places'})"

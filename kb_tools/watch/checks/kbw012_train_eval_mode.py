@@ -4,6 +4,11 @@ Criterion, evaluation in training mode: at least 2 forward passes in a row (no o
 between them) of a model some optimizer trains, run with grad disabled (torch.no_grad,
 inference_mode) while the model is in training mode and holds Dropout (p > 0) or BatchNorm
 layers in training mode; called from the user's code (torch's own update_bn is not counted).
+Criterion, evaluation in training mode with grad enabled: at least 2 forward passes (on sampled
+steps) of such a model in training mode, with grad enabled, each followed by another forward of
+the model with no backward() call in between and whose output never received a gradient by the
+next optimizer step: an evaluation that forgot both model.eval() and no_grad (a GAN's two
+discriminator passes before one backward, or a gradient-accumulation loop, do reach backward).
 Criterion, training in eval mode: on at least 3 optimizer steps with a backward(), the model's
 forward ran with grad enabled while the model itself was in eval mode and holds Dropout (p > 0)
 or BatchNorm layers, with no forward in training mode in the same step. A submodule frozen with
@@ -16,10 +21,12 @@ import weakref
 import torch
 
 from kb_tools.watch.checks import Check, created_at, names, plural
+from kb_tools.watch.checks.tensors import first_tensor
 from kb_tools.watch.sites import caller_is_torch, user_site
 
 MIN_EVAL_FORWARDS = 2
 MIN_TRAIN_STEPS = 3
+MAX_CANDIDATES = 8   # forwards of one model awaiting the next optimizer step to be judged
 _DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout,
             torch.nn.FeatureAlphaDropout)
 _NORM = (torch.nn.modules.batchnorm._BatchNorm,)
@@ -27,7 +34,7 @@ _NORM = (torch.nn.modules.batchnorm._BatchNorm,)
 
 class _Model:
     __slots__ = ("info", "layers", "trained", "run", "run_step", "eval_forwards", "eval_step", "eval_site",
-                 "pending", "train_steps", "train_first")
+                 "pending", "train_steps", "train_first", "last", "candidates", "unreached", "unreached_step")
 
     def __init__(self, info, layers):
         self.info = info          # the session's ModelInfo: class and site, alive or not
@@ -40,6 +47,10 @@ class _Model:
         self.pending = None       # (step, backward calls) of an eval-mode forward with grad
         self.train_steps = 0
         self.train_first = None
+        self.last = None          # (backward calls, step, [got a gradient]) of the last train-mode forward with grad
+        self.candidates: list = []  # (step, [got a gradient]) of such forwards followed by a forward, no backward between
+        self.unreached = 0        # of those, the ones whose output got no gradient by the next optimizer step
+        self.unreached_step = None
 
 
 def _effects(st: _Model, when: str) -> str:
@@ -104,6 +115,42 @@ class TrainEvalMode(Check):
             if st.eval_step is None:
                 st.eval_step, st.eval_site = s.step, user_site(depth=4)
 
+    def on_root_output(self, info, output, grad_enabled):
+        module = info.module
+        if not grad_enabled or module is None or not module.training:
+            return
+        st = self._state(info, module)
+        if not st.layers:
+            return
+        s = self.session
+        if st.last is not None and st.last[0] == s.backward_calls:  # no backward() since its last forward
+            if len(st.candidates) >= MAX_CANDIDATES:
+                st.candidates = [c for c in st.candidates if not c[1][0]]  # reached ones are settled
+            if len(st.candidates) < MAX_CANDIDATES:
+                st.candidates.append(st.last[1:])
+        out = first_tensor(output)
+        if not isinstance(out, torch.Tensor) or not out.requires_grad:
+            st.last = None  # no gradient can reach it (parameters frozen for this pass): not judged
+            return
+        reached = [False]
+        out.register_hook(lambda grad, flag=reached: flag.__setitem__(0, True))
+        st.last = (s.backward_calls, s.step, reached)
+
+    def on_step_post(self, optimizer):
+        for st in self.models.values():
+            if not st.candidates:
+                continue
+            if st.trained is None:
+                held = self.session.trainable_ids()
+                module = st.info.module
+                st.trained = module is not None and any(id(p) in held for p in module.parameters())
+            for step, reached in st.candidates:
+                if st.trained and not reached[0] and any(getattr(m(), "training", False) for _, m in st.layers):
+                    st.unreached += 1
+                    if st.unreached_step is None:
+                        st.unreached_step = step
+            st.candidates.clear()
+
     def _settle(self, st: _Model) -> None:
         """Count a step trained in eval mode once it is over: it had a backward() after the forward."""
         s = self.session
@@ -128,6 +175,17 @@ class TrainEvalMode(Check):
                            f"({_effects(st, 'eval')}); call model.eval() before evaluating and model.train() after")
                 out.append(self.finding(message, where=st.eval_site, step=st.eval_step, evidence={
                     "forwards": st.eval_forwards, "first_step": st.eval_step, "called_at": st.eval_site,
+                    "layers": [n for n, _ in st.layers][:20]}))
+            if st.unreached >= MIN_EVAL_FORWARDS and st.eval_forwards < MIN_EVAL_FORWARDS:
+                message = (f"{plural(st.unreached, 'forward pass', 'forward passes')} of {info.cls} "
+                           f"({created_at('model', info.site)}) ran in training mode with grad enabled and no "
+                           f"backward() ever reached their output, first at step {st.unreached_step}: an evaluation "
+                           f"that calls neither model.eval() nor torch.no_grad(), so {names([n for n, _ in st.layers], 3)} "
+                           f"{'is' if len(st.layers) == 1 else 'are'} in training mode while it is evaluated "
+                           f"({_effects(st, 'eval')}); call model.eval() (and use torch.no_grad()) before evaluating "
+                           f"and model.train() after")
+                out.append(self.finding(message, where=info.site, step=st.unreached_step, evidence={
+                    "forwards": st.unreached, "first_step": st.unreached_step,
                     "layers": [n for n, _ in st.layers][:20]}))
             if st.train_steps >= MIN_TRAIN_STEPS:
                 message = (f"{info.cls} ({created_at('model', info.site)}) was trained in eval mode on "

@@ -10,9 +10,12 @@ Criterion, raw-scale training inputs: the first layer is a convolution and on al
 training batches the scale is at least 10 (raw 0-255 pixels give about 110-130, raw 16-bit
 audio thousands; standardized inputs about 1, [0, 1] pixels 0.5). Tabular inputs in raw units
 are not judged this way: a model may be meant to take them as they are.
-Criterion, evaluation on another scale: the training scale stayed at most 3 on those batches
-while on at least 2 evaluation batches it was at least 10 times the largest training scale,
-or at most a tenth of the smallest (a transform applied in one path and not the other).
+Criterion, evaluation on another scale: every measured input of the first layer was the model's
+own input (the tensor passed to the model, or a view of it: a layer deeper in the graph sees
+features that another prediction path may scale differently), the training scale stayed at most
+3 on those batches while on at least 2 evaluation batches it was at least 10 times the largest
+training scale, or at most a tenth of the smallest (a transform applied in one path and not the
+other).
 """
 from __future__ import annotations
 
@@ -31,13 +34,14 @@ _EMBEDDINGS = (torch.nn.Embedding, torch.nn.EmbeddingBag)
 
 
 class _Layer:
-    __slots__ = ("name", "cls", "site", "conv", "stats")
+    __slots__ = ("name", "cls", "site", "conv", "stats", "indirect")
 
     def __init__(self, name, cls, site, module):
         self.name, self.cls, self.site = name, cls, site
         self.conv = isinstance(module, torch.nn.modules.conv._ConvNd)
         # per path (True: training, False: evaluation): [count, low scale, high scale, mean, std, first step]
         self.stats = {True: [0, float("inf"), 0.0, None, None, None], False: [0, float("inf"), 0.0, None, None, None]}
+        self.indirect = False  # some measured input was not the model's own input
 
 
 class InputScale(Check):
@@ -54,12 +58,16 @@ class InputScale(Check):
         self.expect = None            # the model whose first layer is being looked for
         self.resolved: set = set()    # ids of ModelInfo whose first layer is known
         self.layers: dict = {}        # id(first layer) -> _Layer, at most MAX_MODELS
+        self.model_inputs: dict = {}  # id(watched model) -> storages of the float tensors of its last call
 
     def on_root_forward(self, model, grad_enabled):
         if self.expect is None and len(self.resolved) < MAX_MODELS and id(model) not in self.resolved:
             self.expect = model
 
     def on_module_input(self, module, args):
+        if self.session.is_model(module) and (id(module) in self.model_inputs or len(self.model_inputs) < MAX_MODELS):
+            self.model_inputs[id(module)] = {_storage(a) for a in args
+                                             if isinstance(a, torch.Tensor) and a.is_floating_point()}
         layer = self.layers.get(id(module))
         if layer is None:
             info = self.expect
@@ -83,6 +91,9 @@ class InputScale(Check):
         scale = max(abs(mean), std)
         st[0] += 1
         st[1], st[2] = min(st[1], scale), max(st[2], scale)
+        root = self.session.module_root.get(id(module))
+        if _storage(x) not in self.model_inputs.get(root, ()):
+            layer.indirect = True
         if st[3] is None:
             st[3], st[4], st[5] = mean, std, self.session.step
 
@@ -100,7 +111,7 @@ class InputScale(Check):
                 out.append(self.finding(message, where=layer.site, step=train[5], evidence={
                     "layer": layer.name, "mean": train[3], "std": train[4], "lowest_scale": train[1],
                     "highest_scale": train[2], "batches": train[0]}))
-            elif train[0] >= BATCHES and train[2] <= UNIT and evaluation[0] >= 2 and train[1] > 0 and \
+            elif not layer.indirect and train[0] >= BATCHES and train[2] <= UNIT and evaluation[0] >= 2 and train[1] > 0 and \
                     (evaluation[1] >= FACTOR * train[2] or evaluation[2] <= train[1] / FACTOR):
                 message = (f"the first layer {where} received evaluation inputs (grad disabled) with mean "
                            f"{evaluation[3]:.4g} and std {evaluation[4]:.4g} at step {evaluation[5]}, a scale of "
@@ -113,3 +124,11 @@ class InputScale(Check):
                     "eval_scale": [evaluation[1], evaluation[2]], "eval_mean": evaluation[3],
                     "eval_std": evaluation[4]}))
         return out
+
+
+def _storage(t: torch.Tensor) -> int:
+    """The address of the memory `t` views: equal for a tensor and its views, reshapes and slices."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:  # a tensor without storage (sparse, some subclasses)
+        return -1

@@ -3,19 +3,27 @@
 Criterion: an optimizer has at least one param group with weight_decay 0 and at least one with
 weight_decay > 0 (so the run meant to exempt some parameters), and a decayed group holds at least
 one 1-D parameter of a watched model that is a bias or the weight of a normalization layer
-(BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RMSNorm): the name filter that splits the groups
-missed them (e.g. "LayerNorm.weight" against a model whose norms are called "ln_f" or "norm").
-An optimizer with a single decay for everything is not judged: that may be the intent.
+(BatchNorm, LayerNorm, GroupNorm, InstanceNorm, RMSNorm, or a model's own module class whose name
+ends in Norm, Norm1d or Norm2d, as LLaMA-style RMSNorm and LayerNorm2d are written): the filter that
+splits the groups, by name or by norm type, missed them (e.g. "LayerNorm.weight" against a model
+whose norms are called "ln_f" or "norm"). An optimizer with a single decay for everything is not judged: that may be the intent.
 """
 from __future__ import annotations
 
 import torch
+
+import re
 
 from kb_tools.watch.checks import Check, created_at, names, plural
 
 MAX_OPTIMIZERS = 64  # optimizers looked at (one rebuilt every step must not grow this without bound)
 _NORMS = tuple(t for t in (torch.nn.modules.batchnorm._BatchNorm, torch.nn.LayerNorm, torch.nn.GroupNorm,
                            torch.nn.modules.instancenorm._InstanceNorm, getattr(torch.nn, "RMSNorm", None)) if t)
+_NORM_NAME = re.compile(r"norm([123]d)?$", re.IGNORECASE)  # a model's own RMSNorm, T5LayerNorm, LayerNorm2d
+
+
+def _is_norm(module) -> bool:
+    return isinstance(module, _NORMS) or bool(_NORM_NAME.search(type(module).__name__))
 
 
 class NormsDecayedBesideNoDecayGroup(Check):
@@ -41,7 +49,7 @@ class NormsDecayedBesideNoDecayGroup(Check):
             return
         s = self.session
         norms = {id(p) for m in s.models if m.module is not None for sub in m.module.modules()
-                 if isinstance(sub, _NORMS) for p in sub.parameters(recurse=False)}
+                 if _is_norm(sub) for p in sub.parameters(recurse=False)}
         missed = []
         for group, decay in zip(groups, decays):
             if decay <= 0:
