@@ -7,8 +7,10 @@ layers in training mode; called from the user's code (torch's own update_bn is n
 Criterion, evaluation in training mode with grad enabled: at least 2 forward passes (on sampled
 steps) of such a model in training mode, with grad enabled, each followed by another forward of
 the model with no backward() call in between and whose output never received a gradient by the
-next optimizer step: an evaluation that forgot both model.eval() and no_grad (a GAN's two
-discriminator passes before one backward, or a gradient-accumulation loop, do reach backward).
+next optimizer step, on at most half of the steps from the first such forward to the last: an
+evaluation that forgot both model.eval() and no_grad, run now and then (a GAN's two discriminator
+passes before one backward, or a gradient-accumulation loop, do reach backward; a pass on every
+step whose output is only used detached, the pseudo-labels of a weak view, is part of training).
 Criterion, training in eval mode: on at least 3 optimizer steps with a backward(), the model's
 forward ran with grad enabled while the model itself was in eval mode and holds Dropout (p > 0)
 or BatchNorm layers, with no forward in training mode in the same step. A submodule frozen with
@@ -34,7 +36,8 @@ _NORM = (torch.nn.modules.batchnorm._BatchNorm,)
 
 class _Model:
     __slots__ = ("info", "layers", "trained", "run", "run_step", "eval_forwards", "eval_step", "eval_site",
-                 "pending", "train_steps", "train_first", "last", "candidates", "unreached", "unreached_step")
+                 "pending", "train_steps", "train_first", "last", "candidates", "unreached", "unreached_step",
+                 "unreached_last", "unreached_steps")
 
     def __init__(self, info, layers):
         self.info = info          # the session's ModelInfo: class and site, alive or not
@@ -51,6 +54,8 @@ class _Model:
         self.candidates: list = []  # (step, [got a gradient]) of such forwards followed by a forward, no backward between
         self.unreached = 0        # of those, the ones whose output got no gradient by the next optimizer step
         self.unreached_step = None
+        self.unreached_last = None  # the last step with such a forward, and how many distinct steps had one
+        self.unreached_steps = 0
 
 
 def _effects(st: _Model, when: str) -> str:
@@ -149,6 +154,8 @@ class TrainEvalMode(Check):
                     st.unreached += 1
                     if st.unreached_step is None:
                         st.unreached_step = step
+                    if st.unreached_last != step:
+                        st.unreached_last, st.unreached_steps = step, st.unreached_steps + 1
             st.candidates.clear()
 
     def _settle(self, st: _Model) -> None:
@@ -176,7 +183,9 @@ class TrainEvalMode(Check):
                 out.append(self.finding(message, where=st.eval_site, step=st.eval_step, evidence={
                     "forwards": st.eval_forwards, "first_step": st.eval_step, "called_at": st.eval_site,
                     "layers": [n for n, _ in st.layers][:20]}))
-            if st.unreached >= MIN_EVAL_FORWARDS and st.eval_forwards < MIN_EVAL_FORWARDS:
+            now_and_then = st.unreached_steps == 1 or \
+                2 * st.unreached_steps <= (st.unreached_last or 0) - (st.unreached_step or 0) + 1
+            if st.unreached >= MIN_EVAL_FORWARDS and st.eval_forwards < MIN_EVAL_FORWARDS and now_and_then:
                 message = (f"{plural(st.unreached, 'forward pass', 'forward passes')} of {info.cls} "
                            f"({created_at('model', info.site)}) ran in training mode with grad enabled and no "
                            f"backward() ever reached their output, first at step {st.unreached_step}: an evaluation "
