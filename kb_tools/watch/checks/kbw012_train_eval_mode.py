@@ -10,7 +10,9 @@ the model with no backward() call in between and whose output never received a g
 next optimizer step, on at most half of the steps from the first such forward to the last: an
 evaluation that forgot both model.eval() and no_grad, run now and then (a GAN's two discriminator
 passes before one backward, or a gradient-accumulation loop, do reach backward; a pass on every
-step whose output is only used detached, the pseudo-labels of a weak view, is part of training).
+step whose output is only used detached, the pseudo-labels of a weak view, is part of training;
+a model whose output another watched model takes as its input, a GAN's generator, is not judged
+this way: its samples drawn for a picture are not an evaluation).
 Criterion, training in eval mode: on at least 3 optimizer steps with a backward(), the model's
 forward ran with grad enabled while the model itself was in eval mode and holds Dropout (p > 0)
 or BatchNorm layers, with no forward in training mode in the same step. A submodule frozen with
@@ -37,7 +39,7 @@ _NORM = (torch.nn.modules.batchnorm._BatchNorm,)
 class _Model:
     __slots__ = ("info", "layers", "trained", "run", "run_step", "eval_forwards", "eval_step", "eval_site",
                  "pending", "train_steps", "train_first", "last", "candidates", "unreached", "unreached_step",
-                 "unreached_last", "unreached_steps")
+                 "unreached_last", "unreached_steps", "output", "feeds")
 
     def __init__(self, info, layers):
         self.info = info          # the session's ModelInfo: class and site, alive or not
@@ -56,6 +58,8 @@ class _Model:
         self.unreached_step = None
         self.unreached_last = None  # the last step with such a forward, and how many distinct steps had one
         self.unreached_steps = 0
+        self.output = None        # weak reference to its last output with grad, to recognise it as another's input
+        self.feeds = False        # another watched model took that output as its input
 
 
 def _effects(st: _Model, when: str) -> str:
@@ -139,7 +143,16 @@ class TrainEvalMode(Check):
             return
         reached = [False]
         out.register_hook(lambda grad, flag=reached: flag.__setitem__(0, True))
+        st.output = weakref.ref(out)
         st.last = (s.backward_calls, s.step, reached)
+
+    def on_module_input(self, module, args):
+        if not args or not isinstance(args[0], torch.Tensor) or not args[0].requires_grad \
+                or not self.session.is_model(module):
+            return
+        for st in self.models.values():
+            if st.output is not None and st.output() is args[0] and st.info.module is not module:
+                st.feeds = True
 
     def on_step_post(self, optimizer):
         for st in self.models.values():
@@ -185,7 +198,8 @@ class TrainEvalMode(Check):
                     "layers": [n for n, _ in st.layers][:20]}))
             now_and_then = st.unreached_steps == 1 or \
                 2 * st.unreached_steps <= (st.unreached_last or 0) - (st.unreached_step or 0) + 1
-            if st.unreached >= MIN_EVAL_FORWARDS and st.eval_forwards < MIN_EVAL_FORWARDS and now_and_then:
+            if st.unreached >= MIN_EVAL_FORWARDS and st.eval_forwards < MIN_EVAL_FORWARDS and now_and_then \
+                    and not st.feeds:
                 message = (f"{plural(st.unreached, 'forward pass', 'forward passes')} of {info.cls} "
                            f"({created_at('model', info.site)}) ran in training mode with grad enabled and no "
                            f"backward() ever reached their output, first at step {st.unreached_step}: an evaluation "

@@ -44,7 +44,7 @@ class EndTokenMaskedAsPadding(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.inputs: list = []   # [(step, rows, width, pad id, [first pad position per row], module name)]
+        self.inputs: list = []   # [(step, rows, width, pad id, first pad position per row, ids before it, embedding)]
         self.sites = SiteTally(MAX_SITES)  # details: (pad id, embedding)
         self.padded: dict = {}   # embedding name -> [right-padded batches, of them ending every row in one pad]
 
