@@ -18,6 +18,8 @@ on uninstall, so the user's code needs no change:
   on the result; only a reduction of one element per output value looks at its values;
 - torch.utils.checkpoint.checkpoint: a reentrant call whose inputs need no gradient reaches the
   checks on sampled steps;
+- Module.load_state_dict: what it reports (the keys missing from the checkpoint and the keys it
+  did not use) reaches the checks on every call, with the caller's file and line;
 - torch.jit.script: it runs with torch's own functions put back (scripted code is compiled from
   them, so it runs unwatched, as it would without kb watch).
 On a step that is not sampled each wrapper returns after one attribute test.
@@ -227,6 +229,7 @@ class Instrumentation:
         self._patch(dataloader._BaseDataLoaderIter, "__next__", _loader_next(dataloader._BaseDataLoaderIter.__next__))
         self._patch(loss_modules._Loss, "__call__", _loss_module_call)
         self._patch(torch.nn.Module, "__getstate__", _getstate_without_model_hooks(torch.nn.Module.__getstate__))
+        self._patch(torch.nn.Module, "load_state_dict", _load_state_dict_wrapper(torch.nn.Module.load_state_dict))
         self._patch(torch.jit, "script", _script_wrapper(torch.jit.script, self))
         from torch.utils import checkpoint as checkpointing
         self._patch(checkpointing, "checkpoint", _checkpoint_wrapper(checkpointing.checkpoint))
@@ -358,6 +361,19 @@ def _checkpoint_wrapper(original):
             _guard(s, "checkpoint", s.checkpoint_call, function, user_site(depth=2))
         return original(function, *args, **kwargs)
     return checkpoint
+
+
+def _load_state_dict_wrapper(original):
+    """Module.load_state_dict: the session hears the module, whether it was strict, the keys the call
+    reported missing and unexpected, and where the user's code called it."""
+    @functools.wraps(original)
+    def load_state_dict(self, state_dict, strict=True, *args, **kwargs):
+        result = original(self, state_dict, strict, *args, **kwargs)
+        s = _active
+        if s is not None and not s.stopped:
+            _guard(s, "load_state_dict", s.state_dict_loaded, self, strict, result, user_site(depth=2))
+        return result
+    return load_state_dict
 
 
 def _site_recorder(original, kind: str):

@@ -546,6 +546,10 @@ class Session:
                                                   output_shape=tuple(result.shape), grad_enabled=torch.is_grad_enabled(),
                                                   requires_grad=source.requires_grad, site=user_site(depth=4)))
 
+    def state_dict_loaded(self, module, strict: bool, result, site: str | None) -> None:
+        if self._handlers["on_state_dict_loaded"]:
+            self.dispatch("on_state_dict_loaded", module, strict, result, site)
+
     def checkpoint_call(self, function, site: str | None) -> None:
         if self._handlers["on_checkpoint"]:
             self.dispatch("on_checkpoint", function, site)

@@ -39,7 +39,6 @@ UNDETECTABLE = {
     "labels-dropped-before-model": "the model's own code path returns no loss (it fails in the model, with its own error)",
     "labels-shifted-twice": "whether targets are shifted once or twice depends on what the collator and the model's "
                             "loss each do; both are ordinary index operations",
-    "load-state-dict-shape-mismatch": "happens in load_state_dict before training; load_state_dict is not hooked",
     "lora-not-merged": "the mistake is in the exported or served weights, after the run",
     "lora-target-modules": "which layers were meant to get adapters is the user's intent",
     "loss-on-prompt-tokens": "which positions are the prompt is a tokenizer and template fact; the loss sees ids",

@@ -41,6 +41,8 @@ EVENTS = {
                  "(name, input shape, output shape, grad_enabled, site)",
     "on_checkpoint": "sampled: a reentrant torch.utils.checkpoint call, grad enabled, no input requiring grad "
                      "(function, site)",
+    "on_state_dict_loaded": "every call: Module.load_state_dict returned (module, strict, its missing/unexpected "
+                            "keys report, site)",
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
 }
 CODE_FORM = re.compile(r"^KBW\d{3}$")
@@ -76,6 +78,7 @@ class Check:
     def on_dropout(self, p): pass
     def on_spread(self, call): pass
     def on_checkpoint(self, function, site): pass
+    def on_state_dict_loaded(self, module, strict, result, site): pass
     def on_end(self): pass
 
     def findings(self) -> list:

@@ -1,0 +1,46 @@
+"""Fine-tuning from a checkpoint that was saved from a DistributedDataParallel-wrapped model, so every
+key carries a "module." prefix. The fine-tuning script builds the plain model and loads the weights
+with load_state_dict(..., strict=False) to tolerate the new classifier: no name matches, nothing is
+loaded, and the run fine-tunes a randomly initialised network."""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.features = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU())
+        self.classifier = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+def pretrained_checkpoint():
+    """What torch.save(ddp_model.state_dict()) held: the wrapped model's keys, each under module."""
+    torch.manual_seed(1)
+    return {"module." + k: v for k, v in Net(classes=10).state_dict().items()}
+
+
+def main():
+    checkpoint = pretrained_checkpoint()
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    model = Net(classes=4)
+    report = model.load_state_dict(checkpoint, strict=False)
+    print(f"missing {len(report.missing_keys)}, unexpected {len(report.unexpected_keys)}")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    w = torch.randn(20, 4, generator=g)
+    for step in range(60):
+        x = torch.randn(32, 20, generator=g)
+        loss = F.cross_entropy(model(x), (x @ w).argmax(1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 20 == 0:
+            print(f"step {step} loss {loss.item():.3f}")
+
+
+if __name__ == "__main__":
+    main()
