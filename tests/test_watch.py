@@ -619,3 +619,31 @@ def test_padding_is_a_run_of_one_id_at_one_edge_of_most_rows(rows, expected):
     from kb_tools.watch.checks.tensors import padding_runs
     assert padding_runs(torch.tensor(rows)) == expected
     assert padding_runs(torch.tensor(rows, dtype=torch.float32)) is None  # not ids
+
+
+def test_a_model_that_returns_a_parameter_gets_no_hook_on_it(one_thread):
+    """KBW012 marks each training forward's output to learn whether a backward reaches it; a hook on a
+    leaf (a parameter returned as it is) would stay on it for the rest of the run, one per forward."""
+    from torch import nn
+
+    from kb_tools.watch import watch
+
+    class Prior(nn.Module):  # a learned constant, returned as the parameter itself
+        def __init__(self):
+            super().__init__()
+            self.logits = nn.Parameter(torch.zeros(3))
+            self.drop = nn.Dropout(0.1)  # a layer whose mode matters, so KBW012 looks at the model
+
+        def forward(self):
+            return self.logits
+
+    model = Prior()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    handle = watch(model, optimizer, steps=30, stream=io.StringIO())
+    y = torch.randint(0, 3, (16,))
+    for _ in range(30):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model().expand(16, 3), y).backward()
+        optimizer.step()
+    handle.stop()
+    assert not model.logits._backward_hooks

@@ -138,8 +138,10 @@ class TrainEvalMode(Check):
             if len(st.candidates) < MAX_CANDIDATES:
                 st.candidates.append(st.last[1:])
         out = first_tensor(output)
-        if not isinstance(out, torch.Tensor) or not out.requires_grad:
-            st.last = None  # no gradient can reach it (parameters frozen for this pass): not judged
+        if not isinstance(out, torch.Tensor) or out.grad_fn is None:
+            # no gradient can reach it (parameters frozen for this pass), or a leaf such as a parameter
+            # returned as it is, whose hooks would outlive the step: not judged
+            st.last = None
             return
         reached = [False]
         out.register_hook(lambda grad, flag=reached: flag.__setitem__(0, True))
