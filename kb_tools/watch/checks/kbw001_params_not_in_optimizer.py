@@ -67,8 +67,14 @@ class ParamsNotInOptimizer(Check):
         s = self.session
         if s.optimizer_info(optimizer) is not s.primary_info():
             return  # once per step, at the primary optimizer
-        held = frozenset(id(p) for info in s.optimizers.values() if info.steps > 0 and info.optimizer is not None
-                         for p in s.params_of(info.optimizer))
+        held, idle = set(), {}  # ids held by an optimizer that has stepped; id -> a holder that has not
+        for info in s.optimizers.values():
+            if info.optimizer is not None:
+                for q in s.params_of(info.optimizer):
+                    if info.steps > 0:
+                        held.add(id(q))
+                    else:
+                        idle.setdefault(id(q), info)
         for model in s.models:
             module = model.module
             if module is None:
@@ -88,8 +94,7 @@ class ParamsNotInOptimizer(Check):
                     continue
                 if t is None:
                     t = self.tracked[key] = _Tracked(p, s.param_name(p), self._snapshot(p), s.step)
-                    t.idle = next((info for info in s.optimizers.values() if info.optimizer is not None
-                                   and any(q is p for q in s.params_of(info.optimizer))), None)
+                    t.idle = idle.get(key)
                 elif not self._verify(t, p):
                     continue
                 t.grad_steps += 1

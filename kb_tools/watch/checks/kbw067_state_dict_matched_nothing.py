@@ -9,8 +9,6 @@ keys only; a checkpoint that covers part of the model misses less than SHARE of 
 """
 from __future__ import annotations
 
-import os
-
 from kb_tools.watch.checks import Check, names, plural
 
 SHARE = 0.9
@@ -59,7 +57,7 @@ class StateDictMatchedNothing(Check):
     def findings(self) -> list:
         out = []
         for cls, site, own, missing, unexpected, (m_ex, u_ex), hint, step in self.calls:
-            where = f" at {os.path.basename(site.split(':')[0])}:{site.rsplit(':', 1)[-1]}" if site else ""
+            where = f" called at {site}" if site else ""
             message = (f"load_state_dict(strict=False) on {cls}{where} matched almost nothing: {missing} of its "
                        f"{plural(own, 'key')} are missing (e.g. {names(m_ex, 2)}) and {unexpected} of the "
                        f"checkpoint's went unused (e.g. {names(u_ex, 2)}){'; ' + hint if hint else ''}: the model "
