@@ -131,6 +131,21 @@ def test_padding_in_a_batch_does_not_change_a_vector():
 
 
 @needs_model
+def test_a_repeated_query_costs_no_forward_pass_and_the_memo_stays_bounded(monkeypatch):
+    model = minilm.load_model(minilm.installed_model_dir())
+    first = model.encode_query("loss flat")
+    forwards = []
+    monkeypatch.setattr(model, "_forward", lambda batch: forwards.append(batch) or np.ones((1, model.dim), np.float32))
+    assert model.encode_query("loss flat") == first and forwards == []
+    monkeypatch.setattr(minilm, "QUERY_MEMO", 3)
+    for text in ("a", "b", "c", "d"):
+        model.encode_query(text)
+    assert len(model._memo) == 3 and "loss flat" not in model._memo and len(forwards) == 4
+    model.encode_query("loss flat")  # dropped as the least recently asked: computed again
+    assert len(forwards) == 5
+
+
+@needs_model
 def test_long_text_is_cut_to_the_models_length():
     ids = MODEL.token_ids("gradient " * 400)
     assert len(ids) == minilm.MODEL_MAX_TOKENS and ids[0] == MODEL.cls and ids[-1] == MODEL.sep

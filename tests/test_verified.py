@@ -24,6 +24,10 @@ from kb_tools.core.load import load_kb
 from kbfactory import entry, make_kb, write_entry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The suite run inside a test: without the plugins these runs never use (hypothesis, anyio), whose
+# import cost each of its processes about a second of CPU.
+INNER_PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                "-p", "no:anyio"]
 SHA = "a" * 64
 GPU = "NVIDIA A100-SXM4-80GB"
 
@@ -175,7 +179,7 @@ def test_the_suite_under_two_workers_records_every_run(tmp_path):
     assert vdir == str(tmp_path / "build" / "verified")  # beside the KB, never inside it
     verified.record({("alpha-bug", GPU): run()}, vdir)
     env = {**os.environ, "KB_PATH": str(kb_dir)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
+    proc = subprocess.run([*INNER_PYTEST, "-n", "2",
                            os.path.join(HERE, "test_snippets.py")], cwd=os.path.dirname(HERE), env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout[-3000:]  # the failing snippet fails the run
@@ -204,8 +208,7 @@ def test_a_snippet_test_run_leaves_the_checkout_as_it_was(tmp_path, monkeypatch)
         pytest.skip("not a git checkout")
     env = {k: v for k, v in os.environ.items() if k not in ("KB_PATH", verified.RECORD_VAR)}
     started = time.time()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           os.path.join(HERE, "test_snippets.py"), "-k", "dead-relu and cpu"],
+    proc = subprocess.run([*INNER_PYTEST, os.path.join(HERE, "test_snippets.py"), "-k", "dead-relu and cpu"],
                           cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert git_status() == before
@@ -239,7 +242,7 @@ def test_the_suite_fails_when_a_test_changes_the_checkout(tmp_path):
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "probe"]):
         subprocess.run(git + cmd, cwd=repo, check=True, capture_output=True)
-    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    base = [*INNER_PYTEST, "tests"]
     env = {k: v for k, v in os.environ.items() if k != verified.RECORD_VAR}
     clean = subprocess.run(base, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert clean.returncode == 0, clean.stdout[-2000:]

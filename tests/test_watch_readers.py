@@ -24,14 +24,28 @@ def kb(*argv, stdin=None, timeout=300):
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
-    """The reports of a watched bug script and of its fixed twin, as kb watch --report writes them."""
-    pytest.importorskip("torch")
+    """The reports of a watched bug script and of its fixed twin, as kb watch --report writes them:
+    watched in this process (as `kb watch -- python SCRIPT` runs a script when the python named is
+    the one running kb), so torch is imported once, not in two more interpreters; the readers below
+    run as commands."""
+    import contextlib
+    import io
+    torch = pytest.importorskip("torch")
+    from kb_tools import cli
     folder = tmp_path_factory.mktemp("watch-reports")
-    out = {}
+    out, here, threads = {}, os.getcwd(), torch.get_num_threads()
     for name, script in (("bug", BUG), ("fixed", FIXED)):
         path = folder / f"{name}.json"
-        r = kb("watch", "--steps", "20", "--report", str(path), "--", sys.executable, script)
-        assert r.returncode == (1 if name == "bug" else 0), r.stderr
+        stderr = io.StringIO()
+        try:
+            os.chdir(ROOT)
+            torch.set_num_threads(1)
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
+                code = cli.main(["watch", "--steps", "20", "--report", str(path), "--", sys.executable, script])
+        finally:
+            os.chdir(here)
+            torch.set_num_threads(threads)
+        assert code == (1 if name == "bug" else 0), stderr.getvalue()
         out[name] = path
     return out
 

@@ -13,6 +13,7 @@ MODEL_MAX_TOKENS = 256    # the sentence-transformers setting the model was trai
 MODEL_LAYERS, MODEL_HEADS = 6, 12
 MODEL_MAX_POSITIONS = 512
 LAYER_NORM_EPS = 1e-12
+QUERY_MEMO = 1024         # query vectors a process keeps (encode_query)
 
 
 def model_dir() -> str | None:
@@ -103,6 +104,7 @@ class MiniLMEncoder:
         self.w = weights
         self.fingerprint = fingerprint
         self.cls, self.sep, self.unk = self.vocab["[CLS]"], self.vocab["[SEP]"], self.vocab[UNK]
+        self._memo = {}  # query text -> its vector, in the order last asked (encode_query)
 
     def token_ids(self, text: str) -> list:
         """[CLS] pieces [SEP], BERT's uncased WordPiece, cut to the model's length."""
@@ -159,8 +161,16 @@ class MiniLMEncoder:
         return True  # loading the model already needed numpy
 
     def encode_query(self, text: str) -> list:
-        """One text's unit vector as a list of floats."""
-        return self._forward([self.token_ids(text)])[0].tolist()
+        """One text's unit vector as a list of floats. A long-lived process (`kb mcp`, an evaluation
+        over several query files) is often asked the same text again: the last QUERY_MEMO vectors
+        are kept, as float32 rows (1.5 kB each), so a repeat costs no forward pass."""
+        row = self._memo.pop(text, None)
+        if row is None:
+            row = self._forward([self.token_ids(text)])[0]
+            if len(self._memo) >= QUERY_MEMO:
+                del self._memo[next(iter(self._memo))]  # the least recently asked
+        self._memo[text] = row
+        return row.tolist()
 
     def encode(self, texts, batch_size: int = 32):
         """A float32 numpy matrix, one unit row per text; texts of like length are batched together."""
