@@ -2,9 +2,9 @@
 
 Criterion: at least 2 times (on any step), a functional dropout (F.dropout and its 1d/2d/3d forms,
 which nn.Dropout also calls) ran with training=True and p > 0 during a call of a watched model
-whose `training` flag was False: `F.dropout(x, p)` without `training=self.training`, or an
-nn.Dropout built inside forward(), keeps dropping after `model.eval()`, so evaluation outputs
-are random.
+whose `training` flag was False (between its forward pre hook and its return): `F.dropout(x, p)`
+without `training=self.training`, or an nn.Dropout built inside forward(), keeps dropping after
+`model.eval()`, so evaluation outputs are random.
 """
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ class DropoutInEval(Check):
     def on_root_forward(self, model, grad_enabled):
         module = model.module
         self.current = model if module is not None and not module.training else None
+
+    def on_root_output(self, model, output, grad_enabled):
+        if self.current is model:  # its call is over: a dropout after it belongs to some other code
+            self.current = None
 
     def on_dropout(self, p):
         if self.current is None:
