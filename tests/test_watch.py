@@ -433,6 +433,55 @@ def _footprints(session) -> dict:
     return parts
 
 
+def test_evaluation_losses_between_sampled_steps_reach_only_the_checks_that_watch_them(one_thread):
+    """An evaluation loop that falls on an unsampled step (all of it between two optimizer steps) is
+    seen by the checks that set watches_evaluation, for at most EVALUATION_LOSSES calls in the run;
+    the other checks see sampled steps only, and a grad-enabled call on an unsampled step is never taken."""
+    import torch.nn.functional as F
+
+    from kb_tools.watch.checks import Check
+    from kb_tools.watch.session import EVALUATION_LOSSES, Session
+    seen = {"evaluation": [], "other": []}
+
+    class Evaluation(Check):
+        code, name, entry, watches_evaluation = "KBW998", "evaluation-probe", "nan-loss", True
+
+        def on_loss(self, call):
+            seen["evaluation"].append((self.session.step, call.evaluation, call.grad_enabled))
+
+    class Other(Check):
+        code, name, entry = "KBW999", "other-probe", "nan-loss"
+
+        def on_loss(self, call):
+            seen["other"].append((self.session.step, call.evaluation))
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    session = Session(checks=[Evaluation, Other], stop_run=False)
+    session.add_model(model)
+    session.add_optimizer(opt)
+    session.install()
+    try:
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        for step in range(30):
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step == 14:  # the run is at step 15 now: not sampled (warmup 10, then every 10th)
+                F.mse_loss(model(x), y)  # grad enabled, unsampled: never taken
+                with torch.no_grad():
+                    for _ in range(EVALUATION_LOSSES + 20):
+                        F.mse_loss(model(x), y)
+    finally:
+        session.uninstall()
+    taken = [s for s in seen["evaluation"] if s[1]]
+    assert len(taken) == EVALUATION_LOSSES and {(step, grad) for step, _, grad in taken} == {(15, False)}
+    assert all(not evaluation for _, evaluation in seen["other"])
+    assert {step for step, _ in seen["other"]} == {s for s in range(30) if s < 10 or s % 10 == 0}
+    assert [s for s in seen["evaluation"] if not s[1]] == [(s, False, True) for s, _ in seen["other"]]
+
+
 def test_memory_stays_bounded_over_2000_steps(one_thread):
     """Sampling every step (the most the checks ever keep), everything the session and its checks
     hold, and the number of live tensors, are the same after 2,000 steps as after 500."""

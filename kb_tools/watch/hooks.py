@@ -8,7 +8,9 @@ on uninstall, so the user's code needs no change:
   while a sampled step runs (a global module hook sends every module call down torch's slow path);
   each model found gets a forward pre hook of its own, which costs one call per model forward;
 - losses: the loss functions of torch.nn.functional are wrapped (nn loss modules call them too;
-  `_Loss.__call__` tells which module is calling, so the loss is placed where it was created);
+  `_Loss.__call__` tells which module is calling, so the loss is placed where it was created); on a
+  step that is not sampled, the first calls under no_grad (an evaluation loop) reach the checks that
+  watch evaluation;
 - backward: torch.autograd.backward, which Tensor.backward calls;
 - creation sites: the constructors of Module, Optimizer, LRScheduler, GradScaler and DataLoader
   record the first frame of the user's code, and DataLoader iterators count batches;
@@ -16,6 +18,8 @@ on uninstall, so the user's code needs no change:
   norm it returned reach the checks on sampled steps);
 - std and var (torch.std/var/std_mean/var_mean and the Tensor methods): on every call, a shape test
   on the result; only a reduction of one element per output value looks at its values;
+- log and log1p (torch's and the Tensor methods): on sampled steps, while a check listens, a result
+  that requires grad reaches the checks with its input (a loss written by hand, such as a GAN's);
 - torch.utils.checkpoint.checkpoint: a reentrant call whose inputs need no gradient reaches the
   checks on sampled steps;
 - Module.load_state_dict: what it reports (the keys missing from the checkpoint and the keys it
@@ -44,8 +48,9 @@ from torch.utils.data import dataloader
 from kb_tools.watch.sites import StopWatching, user_site
 
 SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
+LOG_FUNCTIONS = ("log", "log1p")
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-                  "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div")
+                  "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "ctc_loss")
 _MISSING = object()
 _active = None  # the Session being watched; one at a time per process
 
@@ -103,6 +108,23 @@ def _spread_wrapper(name: str, original):
     return wrapper
 
 
+def _log_wrapper(name: str, original):
+    """torch.log and log1p (and the Tensor methods): on a sampled step a result that requires grad
+    reaches the checks that listen (a GAN loss written as log(1 - D(G(z))) calls no loss function);
+    otherwise one attribute test per call."""
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        out = original(*args, **kwargs)
+        s = _active
+        if s is not None and s.sampled and s.log_watched and not s.in_loss and not s.stopped \
+                and isinstance(out, torch.Tensor) and out.requires_grad:
+            source = args[0] if args else kwargs.get("input")
+            if isinstance(source, torch.Tensor):
+                _guard(s, name, s.log_call, name, source, out)
+        return out
+    return wrapper
+
+
 def _loss_wrapper(kind: str, original):
     parameters = inspect.signature(original).parameters
     names = list(parameters)
@@ -111,7 +133,10 @@ def _loss_wrapper(kind: str, original):
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
         s = _active
-        if s is None or not s.sampled or s.in_loss or s.stopped:
+        if s is None or s.in_loss or s.stopped:
+            return original(*args, **kwargs)
+        evaluation = not s.sampled
+        if evaluation and not s.take_evaluation_loss():
             return original(*args, **kwargs)
 
         def begin():
@@ -119,7 +144,7 @@ def _loss_wrapper(kind: str, original):
             options.update(zip(names, args))
             options.update(kwargs)
             _legacy_reduction(options)
-            return s.loss_call(kind, options)
+            return s.loss_call(kind, options, evaluation)
         call = _guard(s, f"{kind} input", begin)
         s.in_loss = True
         try:
@@ -215,6 +240,9 @@ class Instrumentation:
             self._patch(torch, name, _spread_wrapper(name, getattr(torch, name)))
         for name in ("std", "var"):
             self._patch(torch.Tensor, name, _spread_wrapper(name, getattr(torch.Tensor, name)))
+        for name in LOG_FUNCTIONS:
+            self._patch(torch, name, _log_wrapper(name, getattr(torch, name)))
+            self._patch(torch.Tensor, name, _log_wrapper(name, getattr(torch.Tensor, name)))
         self._patch(torch.autograd, "backward", _backward_wrapper(torch.autograd.backward))
         self._patch(torch.nn.Module, "__init__", _site_recorder(torch.nn.Module.__init__, "module"))
         self._patch(torch.optim.Optimizer, "__init__", _site_recorder(torch.optim.Optimizer.__init__, "optimizer"))

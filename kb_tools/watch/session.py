@@ -22,6 +22,7 @@ from kb_tools.watch.sites import StopWatching, user_site
 
 WARMUP = 10         # every step is sampled until this many steps have run
 DEFAULT_EVERY = 10  # then every k-th step
+EVALUATION_LOSSES = 64  # loss calls under no_grad watched on unsampled steps, per run (Session.take_evaluation_loss)
 MAX_LISTED = 32     # at most this many models / optimizers / losses / loaders are described
 
 
@@ -151,6 +152,7 @@ class LossCall:
     grad_enabled: bool
     first: bool                      # the first sampled call at this site
     output: object = None
+    evaluation: bool = False         # taken under no_grad on a step not sampled (only checks that watch evaluation see it)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -220,6 +222,8 @@ class Session:
         classes = all_checks() if checks is None else checks
         self.checks = [cls(self) for cls in classes]
         self._handlers = {event: [c for c in self.checks if overridden(c, event)] for event in EVENTS}
+        self._evaluation_checks = [c for c in self.checks if getattr(c, "watches_evaluation", False)]
+        self.evaluation_losses_left = EVALUATION_LOSSES
 
     # ------------------------------------------------------------ install / uninstall
 
@@ -256,10 +260,12 @@ class Session:
 
     # ------------------------------------------------------------ dispatch
 
-    def dispatch(self, event: str, *args) -> None:
-        """Call `event` on every check that implements it; a check that raises is switched off and
-        recorded (the user's run goes on)."""
+    def dispatch(self, event: str, *args, only=None) -> None:
+        """Call `event` on every check that implements it (of those in `only`, when given); a check that
+        raises is switched off and recorded (the user's run goes on)."""
         for check in self._handlers[event]:
+            if only is not None and check not in only:
+                continue
             try:
                 getattr(check, event)(*args)
             except StopWatching:
@@ -507,7 +513,7 @@ class Session:
             self._event += 1
             self.dispatch("on_after_backward", tensors)
 
-    def loss_call(self, kind: str, bound: dict) -> LossCall:
+    def loss_call(self, kind: str, bound: dict, evaluation: bool = False) -> LossCall:
         module = self.current_loss_module
         site = self.module_sites.get(module) if module is not None else None
         if site is None:
@@ -519,16 +525,28 @@ class Session:
             if len(self.losses) < MAX_LISTED:
                 self.losses[key] = info
         info.calls += 1
+        if "log_probs" in bound:  # ctc_loss names its input and targets so
+            bound["input"], bound["target"] = bound.pop("log_probs"), bound.pop("targets", None)
         call = LossCall(kind=kind, input=bound.pop("input", None), target=bound.pop("target", None),
-                        options=bound, info=info, grad_enabled=torch.is_grad_enabled(), first=info.calls == 1)
-        self.dispatch("on_loss_input", call)
+                        options=bound, info=info, grad_enabled=torch.is_grad_enabled(), first=info.calls == 1,
+                        evaluation=evaluation)
+        self.dispatch("on_loss_input", call, only=self._evaluation_checks if evaluation else None)
         return call
 
     def loss_returned(self, call: LossCall, output) -> None:
         call.output = output
-        self.dispatch("on_loss", call)
+        self.dispatch("on_loss", call, only=self._evaluation_checks if call.evaluation else None)
         call.input = call.target = call.output = None  # keep no tensor alive
         self.last_loss = call
+
+    def take_evaluation_loss(self) -> bool:
+        """Whether to watch a loss call on a step that is not sampled: grad is off (an evaluation loop
+        runs between two optimizer steps, often all of it on one unsampled step), a check watches such
+        calls (`watches_evaluation`), and fewer than EVALUATION_LOSSES have been taken this run."""
+        if self.evaluation_losses_left <= 0 or not self._evaluation_checks or torch.is_grad_enabled():
+            return False
+        self.evaluation_losses_left -= 1
+        return True
 
     def clip_call(self, parameters, max_norm, norm, site: str | None) -> None:
         if self._handlers["on_clip"]:
@@ -545,6 +563,13 @@ class Session:
             self.dispatch("on_spread", SpreadCall(name=name, input_shape=tuple(source.shape),
                                                   output_shape=tuple(result.shape), grad_enabled=torch.is_grad_enabled(),
                                                   requires_grad=source.requires_grad, site=user_site(depth=4)))
+
+    @property
+    def log_watched(self) -> bool:
+        return bool(self._handlers["on_log"])
+
+    def log_call(self, name: str, source, result) -> None:
+        self.dispatch("on_log", name, source, result)
 
     def state_dict_loaded(self, module, strict: bool, result, site: str | None) -> None:
         if self._handlers["on_state_dict_loaded"]:

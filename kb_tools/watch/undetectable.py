@@ -25,7 +25,6 @@ UNDETECTABLE = {
                              "reusing it is wrong depends on what the phase change meant",
     "view-instead-of-permute": "a reshape that reorders values is an ordinary operation; only the layout the data "
                                "was stored in, which tensors do not carry, says it is wrong",
-    "label-misalignment": "whether a label belongs to its input is a fact about the data; only the learning curve shows it",
     "per-sample-input-normalization": "a per-sample normalisation is an ordinary operation; that the label depended on "
                                       "the erased level is a fact about the task",
     "stale-preprocessing-cache": "the cache is files on disk written by an earlier program; the run reads tensors",
@@ -84,8 +83,6 @@ UNDETECTABLE = {
 }
 
 NO_CHECK_YET = {
-    "gan-discriminator-wins": "a discriminator whose outputs on generated samples sit near 0 while the generator's "
-                              "gradient shrinks toward 0",
     "class-imbalance": "the class frequencies of the cross-entropy targets, and predictions all of one class",
     "missing-warmup": "a loss spike in the first steps at a high constant lr; no criterion yet that spares healthy runs",
 }

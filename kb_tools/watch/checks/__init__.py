@@ -39,6 +39,8 @@ EVENTS = {
     "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p); must be cheap",
     "on_spread": "every call: a std/var whose reduction held one element per output value returned NaN "
                  "(name, input shape, output shape, grad_enabled, site)",
+    "on_log": "sampled: torch.log or log1p (or the Tensor method) returned a result that requires grad "
+              "(name, input, output); dispatched only when a check has it",
     "on_checkpoint": "sampled: a reentrant torch.utils.checkpoint call, grad enabled, no input requiring grad "
                      "(function, site)",
     "on_state_dict_loaded": "every call: Module.load_state_dict returned (module, strict, its missing/unexpected "
@@ -57,6 +59,7 @@ class Check:
     also: tuple = ()  # other entries a finding of this check may name (one criterion per cause)
     title = ""       # one line: what it measures
     confidence = 0.5  # how sure a finding of this check is, 0..1 (findings are sorted by it)
+    watches_evaluation = False  # also sent the loss calls under no_grad of unsampled steps (LossCall.evaluation)
 
     def __init__(self, session):
         self.session = session
@@ -77,6 +80,7 @@ class Check:
     def on_clip(self, call): pass
     def on_dropout(self, p): pass
     def on_spread(self, call): pass
+    def on_log(self, name, source, output): pass
     def on_checkpoint(self, function, site): pass
     def on_state_dict_loaded(self, module, strict, result, site): pass
     def on_end(self): pass

@@ -6,7 +6,9 @@ the target have different shapes whose broadcast holds more elements than either
 loss then compares every prediction with every target of the batch; its minimiser is a constant
 (the batch mean of the targets), so the model learns to ignore its input. Torch warns only once
 per call site; a target that broadcasts along a dimension without creating new pairs, such as
-an (N, D) prediction against a (1, D) or scalar target, is not reported.
+an (N, D) prediction against a (1, D) or scalar target, is not reported. Evaluation calls (under
+no_grad) count too, also on unsampled steps: there the loss reported, and any model picked by it,
+is wrong even when training is right.
 """
 from __future__ import annotations
 
@@ -24,10 +26,12 @@ class RegressionLossBroadcasts(Check):
     entry = "broadcasting-loss-shape"
     title = "regression loss on shapes that broadcast into an N x N grid, e.g. (N, 1) against (N,)"
     confidence = 0.95
+    watches_evaluation = True  # an evaluation loss that broadcasts reports a wrong number
 
     def __init__(self, session):
         super().__init__(session)
-        self.sites: dict = {}  # (kind, where, site) -> [calls, first step, input shape, target shape, broadcast shape]
+        # (kind, where, site) -> [calls, first step, input shape, target shape, broadcast shape, calls with grad]
+        self.sites: dict = {}
 
     def on_loss_input(self, call):
         if call.kind not in KINDS:
@@ -47,16 +51,21 @@ class RegressionLossBroadcasts(Check):
         key = (call.kind, loss_where(call), call.site)
         st = self.sites.get(key)
         if st is None:
-            st = self.sites[key] = [0, self.session.step, tuple(x.shape), tuple(y.shape), tuple(grid)]
+            st = self.sites[key] = [0, self.session.step, tuple(x.shape), tuple(y.shape), tuple(grid), 0]
         st[0] += 1
+        st[5] += bool(call.grad_enabled)
 
     def findings(self) -> list:
         out = []
-        for (kind, where, site), (calls, step, xs, ys, grid) in self.sites.items():
+        for (kind, where, site), (calls, step, xs, ys, grid, trained) in self.sites.items():
+            effect = ("so the loss is minimised by a constant" if trained else
+                      "under no_grad, as an evaluation runs: the loss it reports is not the model's error, and a "
+                      "model or trial picked by it is not picked by its error")
             message = (f"{kind} compared a prediction of shape {list(xs)} with a target of shape {list(ys)} on "
                        f"{calls} sampled call{'s' if calls != 1 else ''} from step {step} ({where}): they broadcast "
-                       f"to {list(grid)}, every prediction against every target, so the loss is minimised by a "
-                       f"constant; make the shapes equal (pred.squeeze(-1) or target.view(-1, 1))")
+                       f"to {list(grid)}, every prediction against every target, {effect}; make the shapes equal "
+                       f"(pred.squeeze(-1) or target.view(-1, 1))")
             out.append(self.finding(message, where=site, step=step, evidence={
-                "calls": calls, "input_shape": list(xs), "target_shape": list(ys), "broadcast_shape": list(grid)}))
+                "calls": calls, "input_shape": list(xs), "target_shape": list(ys), "broadcast_shape": list(grid),
+                "calls_with_grad": trained}))
         return out
