@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-config_data = {"num_train_data": 640, "train_batch_size": 32, "max_train_epoch": 5, "display_steps": 10,
+config_data = {"num_train_data": 800, "train_batch_size": 32, "max_train_epoch": 4, "display_steps": 10,
                "eval_steps": 20, "warmup_proportion": 0.1, "eval_batch_size": 64, "max_seq_length": 20}
 VOCAB, DIM = 50, 64
 
