@@ -4,7 +4,10 @@ Criterion: on at least 2 sampled steps, and on at least 80% of the sampled steps
 backward(), the backward() before an optimizer's step() left a non-zero gradient on its first
 parameter that has one, and at step() the gradient norm of all its parameters was zero or none
 had a gradient at all: zero_grad() runs between backward() and step() (or step() runs before
-backward(), with zero_grad() in between), so no parameter moves.
+backward(), with zero_grad() in between), so no parameter moves. A second form counts the same
+way: a backward() left that gradient non-zero and a later backward() before the same step() left
+it exactly zero (a tensor of zeros, not cleared): two backward() calls whose gradients cancel, such
+as -loss for one optimizer and +loss for another into the same .grad before either steps.
 """
 from __future__ import annotations
 
@@ -17,10 +20,12 @@ MIN_SHARE = 0.8
 
 
 class _State:
-    __slots__ = ("after", "seen", "hits", "first_step", "norm")
+    __slots__ = ("after", "seen", "hits", "first_step", "norm", "cancelled", "cancels")
 
     def __init__(self):
         self.after, self.seen, self.hits, self.first_step, self.norm = None, 0, 0, None, 0.0
+        self.cancelled = False  # a later backward() left the probe's gradient exactly zero since this step began
+        self.cancels = 0        # hits where that happened
 
 
 class GradsClearedBeforeStep(Check):
@@ -47,10 +52,15 @@ class GradsClearedBeforeStep(Check):
                 if p is not None:
                     self.probe[id(opt)] = weakref.ref(p)
             norm = float(p.grad.detach().norm()) if p is not None and p.grad is not None else 0.0
+            st = self.state.get(id(opt))
             if norm:
-                self.state.setdefault(id(opt), _State()).after = norm
-            elif id(opt) in self.state:
-                self.state[id(opt)].after = None  # this backward() left it nothing: an earlier one does not count
+                st = st or self.state.setdefault(id(opt), _State())
+                st.after, st.cancelled = norm, False
+            elif st is not None:
+                if st.after is not None and p is not None and p.grad is not None:
+                    st.cancelled = True  # filled by an earlier backward(), exactly zero after this one
+                else:
+                    st.after = None  # this backward() left it nothing: an earlier one does not count
 
     def on_step_pre(self, optimizer):
         st = self.state.get(id(optimizer))
@@ -60,9 +70,10 @@ class GradsClearedBeforeStep(Check):
         now = self.session.grad_norm(optimizer)
         if not now:
             st.hits += 1
+            st.cancels += st.cancelled
             if st.first_step is None:
                 st.first_step, st.norm = self.session.step, st.after
-        st.after = None
+        st.after, st.cancelled = None, False
 
     def findings(self) -> list:
         out = []
@@ -71,11 +82,19 @@ class GradsClearedBeforeStep(Check):
                 continue
             info = self.session.optimizers.get(key)
             site = info.site if info is not None else None
-            message = (f"on {st.hits} of {plural(st.seen, 'sampled step')} step() found every gradient cleared "
-                       f"although the backward() before it had filled them ({created_at('optimizer', site)}): "
-                       f"zero_grad() runs between backward() and step(), so no parameter moves")
+            if 2 * st.cancels >= st.hits:
+                message = (f"on {st.hits} of {plural(st.seen, 'sampled step')} step() found every gradient exactly "
+                           f"zero although a backward() before it had filled them and a later one emptied them again "
+                           f"({created_at('optimizer', site)}): two backward() calls whose gradients cancel in the "
+                           f"same .grad (a loss and its negation, for two optimizers) before the step, so no "
+                           f"parameter moves; step (and zero_grad) after each backward() that is meant to update")
+            else:
+                message = (f"on {st.hits} of {plural(st.seen, 'sampled step')} step() found every gradient cleared "
+                           f"although the backward() before it had filled them ({created_at('optimizer', site)}): "
+                           f"zero_grad() runs between backward() and step(), so no parameter moves")
             evidence = {"steps_cleared": st.hits, "sampled_steps_with_backward": st.seen,
                         "first_step": st.first_step, "probe_grad_norm_after_backward": st.norm,
-                        "grad_norm_at_step": 0.0, "optimizer": info.cls if info else None}
+                        "grad_norm_at_step": 0.0, "optimizer": info.cls if info else None,
+                        "steps_cancelled": st.cancels}
             out.append(self.finding(message, evidence=evidence, where=site, step=st.first_step))
         return out
