@@ -433,6 +433,29 @@ def _footprints(session) -> dict:
     return parts
 
 
+@pytest.mark.parametrize("form, log1p, found", [
+    (lambda d, x: 1 - d, False, True),
+    (lambda d, x: 1.0 - d + 1e-8, False, True),
+    (lambda d, x: (1 - d).clamp(min=1e-8), False, True),
+    (lambda d, x: torch.ones_like(d) - d, False, True),
+    (lambda d, x: 1 - d.view(-1), False, True),
+    (lambda d, x: -d, True, True),
+    (lambda d, x: d, False, False),                       # log D(G(z)): the non-saturating loss
+    (lambda d, x: 1 - torch.tanh(x), False, False),       # no sigmoid behind it
+    (lambda d, x: d - d.detach() * 0.5, False, False),    # a difference of two tensors, not 1 - D
+    (lambda d, x: 1 - d, True, False),                    # log1p(1 - D) is not log(1 - D)
+], ids=["one-minus", "eps-added", "clamped", "ones-like", "viewed", "log1p-neg", "log-d", "tanh", "two-terms",
+        "log1p-of-complement"])
+def test_the_saturating_loss_reads_one_minus_sigmoid_through_constants_clamps_and_views(form, log1p, found):
+    from kb_tools.watch.checks.kbw068_saturating_generator_loss import complement_of_sigmoid
+    x = torch.randn(6, 1, requires_grad=True)
+    d = torch.sigmoid(x)
+    got = complement_of_sigmoid(form(d, x), log1p=log1p)
+    assert (got is not None) == found
+    if found:
+        assert torch.equal(got, d.detach())
+
+
 def test_evaluation_losses_between_sampled_steps_reach_only_the_checks_that_watch_them(one_thread):
     """An evaluation loop that falls on an unsampled step (all of it between two optimizer steps) is
     seen by the checks that set watches_evaluation, for at most EVALUATION_LOSSES calls in the run;
