@@ -5,7 +5,9 @@ reaches nn.Parameter leaves that require grad, belong to no watched model's para
 no optimizer (the graph is walked on the first MAX_WALKS sampled backward() calls, at most
 20,000 nodes each). Modules kept in a plain Python list or dict are called in forward() but are
 not submodules, so their weights get gradients and never train, are not saved in state_dict()
-and are not moved by .to().
+and are not moved by .to(). A parameter registered directly on a module of the user's own class
+(not a torch.nn layer) is left alone: that module, an ensemble with a learnable scale say, is
+simply not trained yet.
 """
 from __future__ import annotations
 
@@ -17,6 +19,18 @@ from kb_tools.watch.checks.tensors import graph_leaves
 MIN_STEPS = 3
 MAX_WALKS = 6
 MAX_LEAVES = 4096
+
+
+def _owned_by_user_modules(session) -> set:
+    """ids of the parameters registered directly on a module of the user's own class created while
+    watching: an ensemble holding a learnable scale that no optimizer holds yet is registered, only
+    not trained for now; a layer kept in a list (a torch.nn class) owns its weights just as well, so
+    torch's own classes do not count."""
+    out = set()
+    for module in list(session.module_sites.keys()):
+        if not type(module).__module__.startswith("torch."):
+            out.update(id(p) for p in module.parameters(recurse=False))
+    return out
 
 
 class UnregisteredParameters(Check):
@@ -43,6 +57,9 @@ class UnregisteredParameters(Check):
         held = s.trainable_ids()
         loose = [t for t in graph_leaves(tensors, MAX_LEAVES) if isinstance(t, torch.nn.Parameter)
                  and t.requires_grad and id(t) not in registered and id(t) not in held]
+        if loose:
+            owned = _owned_by_user_modules(s)
+            loose = [t for t in loose if id(t) not in owned]
         if loose:
             self.steps.add(s.step)
             self.count = max(self.count, len(loose))
