@@ -8,7 +8,6 @@ the one running kb), once for the whole module."""
 from __future__ import annotations
 
 import ast
-import contextlib
 import gc
 import glob
 import io
@@ -22,6 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kb_tools import cli  # noqa: E402
+from watchrun import kb_watch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = os.path.join(ROOT, "tests", "watch", "cases")
@@ -36,22 +36,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def kb_watch(*argv, cwd=ROOT):
-    """`kb watch ARGV` in this process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    here = os.getcwd()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(["watch", *argv])
-    finally:
-        os.chdir(here)
-        torch.set_num_threads(threads)
-    return code, out.getvalue(), err.getvalue()
 
 
 def kb_subprocess(*argv, cwd=ROOT, env=None, timeout=300):

@@ -28,24 +28,14 @@ def reports(tmp_path_factory):
     watched in this process (as `kb watch -- python SCRIPT` runs a script when the python named is
     the one running kb), so torch is imported once, not in two more interpreters; the readers below
     run as commands."""
-    import contextlib
-    import io
-    torch = pytest.importorskip("torch")
-    from kb_tools import cli
+    pytest.importorskip("torch")
+    from watchrun import kb_watch
     folder = tmp_path_factory.mktemp("watch-reports")
-    out, here, threads = {}, os.getcwd(), torch.get_num_threads()
+    out = {}
     for name, script in (("bug", BUG), ("fixed", FIXED)):
         path = folder / f"{name}.json"
-        stderr = io.StringIO()
-        try:
-            os.chdir(ROOT)
-            torch.set_num_threads(1)
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
-                code = cli.main(["watch", "--steps", "20", "--report", str(path), "--", sys.executable, script])
-        finally:
-            os.chdir(here)
-            torch.set_num_threads(threads)
-        assert code == (1 if name == "bug" else 0), stderr.getvalue()
+        code, _, stderr = kb_watch("--steps", "20", "--report", str(path), "--", sys.executable, script)
+        assert code == (1 if name == "bug" else 0), stderr
         out[name] = path
     return out
 

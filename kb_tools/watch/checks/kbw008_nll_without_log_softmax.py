@@ -10,17 +10,9 @@ effect (on raw scores its loss can go negative).
 from __future__ import annotations
 
 from kb_tools.watch.checks import Check, loss_where
-from kb_tools.watch.checks.tensors import MAX_ROWS, are_probabilities, class_rows, log_probability_share
+from kb_tools.watch.checks.tensors import are_probabilities, class_rows, log_probability_share
 
 MIN_CALLS = 2
-
-
-def _ctc_rows(x):
-    """ctc_loss's (T, N, C) or (T, C) input as (rows, C), the classes last; None when it is not one."""
-    import torch
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() not in (2, 3) or x.shape[-1] < 2:
-        return None
-    return x.detach().reshape(-1, x.shape[-1])[:MAX_ROWS].float(), x.shape[-1]
 
 
 class NllWithoutLogSoftmax(Check):
@@ -36,12 +28,9 @@ class NllWithoutLogSoftmax(Check):
         self.sites: dict = {}  # site -> [calls, hits, probability hits, classes, first step, lowest loss]
 
     def on_loss(self, call):
-        if call.kind == "ctc_loss":
-            found = _ctc_rows(call.input)
-        elif call.kind == "nll_loss":
-            found = class_rows(call)
-        else:
+        if call.kind not in ("nll_loss", "ctc_loss"):
             return
+        found = class_rows(call, classes_last=call.kind == "ctc_loss")
         if found is None:
             return
         rows, classes = found

@@ -14,30 +14,18 @@ shuffled or offset), looks like any labels to a run and is not seen.
 """
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch.utils.data import SequentialSampler
 
 from kb_tools.watch.checks import Check, created_at, loss_where
+from kb_tools.watch.checks.tensors import iter_tensors
 
 MIN_CALLS = 8
 MIN_TARGETS = 256  # 14 sampled calls of 50 steps at batch 32 give 448
 MAX_SITES = 16
 MAX_BATCH_TENSORS = 16
-
-
-def _tensors(value, out: list, depth: int = 0) -> list:
-    """The tensors of a batch (tuple, list or dict, nested up to 3 deep), at most MAX_BATCH_TENSORS."""
-    if len(out) >= MAX_BATCH_TENSORS or depth > 3:
-        return out
-    if isinstance(value, torch.Tensor):
-        out.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _tensors(v, out, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for v in value[:MAX_BATCH_TENSORS]:
-            _tensors(v, out, depth + 1)
-    return out
 
 
 class _Site:
@@ -68,7 +56,8 @@ class TargetsAllOneClass(Check):
         self.in_order = False
 
     def on_batch(self, loader, batch):
-        self.batch = [t for t in _tensors(batch, []) if t.dim() <= 2 and 0 < t.numel() <= 1 << 20]
+        self.batch = [t for t in itertools.islice(iter_tensors(batch), MAX_BATCH_TENSORS)
+                      if t.dim() <= 2 and 0 < t.numel() <= 1 << 20]
         self.batch_step = self.session.step
         self.in_order = isinstance(getattr(loader, "sampler", None), SequentialSampler)
         info = self.session.loaders.get(id(loader)) if loader is not None else None

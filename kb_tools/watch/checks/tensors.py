@@ -8,22 +8,24 @@ MAX_ROWS = 4096  # rows examined per call: enough to decide, cheap on any batch
 ELEMENTS = 8     # strided elements in a batch fingerprint
 
 
-def class_rows(call):
+def class_rows(call, classes_last: bool = False):
     """The input of a cross_entropy / nll_loss call as (rows, C): one row of C class scores per
-    sample (the class dimension is 1, or 0 for an unbatched input), without rows whose target is
-    ignore_index; None when the input is not a float tensor with at least 2 classes."""
+    sample (the class dimension is 1, or 0 for an unbatched input; the last one with `classes_last`,
+    as ctc_loss's (T, N, C) takes them), without rows whose target is ignore_index; None when the
+    input is not a float tensor with at least 2 classes."""
     x = call.input
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() == 0 or x.numel() == 0:
         return None
     x = x.detach()
-    class_dim = 1 if x.dim() >= 2 else 0
+    class_dim = -1 if classes_last else 1 if x.dim() >= 2 else 0
     classes = x.shape[class_dim]
     if classes < 2:
         return None
     rows = x.movedim(class_dim, -1).reshape(-1, classes)
     target = call.target
     ignore = call.options.get("ignore_index", -100)
-    if isinstance(target, torch.Tensor) and not target.is_floating_point() and target.numel() == rows.shape[0]:
+    if not classes_last and isinstance(target, torch.Tensor) and not target.is_floating_point() \
+            and target.numel() == rows.shape[0]:
         keep = target.reshape(-1) != ignore
         if not bool(keep.all()):
             rows = rows[keep]
@@ -66,20 +68,24 @@ def log_probability_share(rows, tol: float = 1e-2) -> float:
     return float(((torch.logsumexp(rows, dim=-1)).abs() <= tol).float().mean())
 
 
-def first_tensor(value, depth: int = 0):
-    """The first tensor of a batch (a tensor, or a tuple, list or dict holding one)."""
+def iter_tensors(value, depth: int = 0):
+    """The tensors of a batch in order: a tensor, or tuples, lists and dicts holding them (3 levels
+    deep, the first 16 items of each)."""
     if isinstance(value, torch.Tensor):
-        return value
+        yield value
+        return
     if depth > 3:
-        return None
+        return
     if isinstance(value, dict):
         value = list(value.values())
     if isinstance(value, (list, tuple)):
         for item in value[:16]:
-            found = first_tensor(item, depth + 1)
-            if found is not None:
-                return found
-    return None
+            yield from iter_tensors(item, depth + 1)
+
+
+def first_tensor(value, depth: int = 0):
+    """The first tensor of a batch (a tensor, or a tuple, list or dict holding one)."""
+    return next(iter_tensors(value, depth), None)
 
 
 def fingerprint(t: torch.Tensor) -> tuple | None:
