@@ -591,6 +591,97 @@ def test_a_nan_gradient_under_a_root_names_nan_grad_at_zero_and_an_overflow_does
     assert found[0]["evidence"]["grad_nonfinite_with_finite_loss"] is True
 
 
+# The same two ways, on step 15 only: not a sampled step (the first 10, then every 10th). The
+# distance's sqrt runs on every step; only on step 15 is it exactly 0.
+NONFINITE_GRAD_AT_STEP_15 = """
+import sys
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(30):
+    x = torch.randn(16, 8)
+    out = model(x)
+    target = out.detach() if step == 15 and sys.argv[1] == "zero-distance" else torch.randn(16, 8)
+    loss = (out - target).pow(2).sum(-1).sqrt().mean()
+    if step == 15 and sys.argv[1] == "overflow":
+        loss = loss * 1e38
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["read-at-once", "device-flag"])
+@pytest.mark.parametrize("how, entry, step", [("zero-distance", "nan-grad-at-zero", 15), ("overflow", "nan-loss", None)])
+def test_a_nan_gradient_born_between_sampled_steps_is_dated_to_its_step(tmp_path, monkeypatch, how, entry, step,
+                                                                        deferred):
+    """A NaN gradient under a finite loss on unsampled step 15 is dated there: read at once on the CPU,
+    or (as on an accelerator, forced here) from a flag kept on the device and read at step 20; an
+    overflow to inf on that step is not a NaN under a finite loss, and stays nan-loss."""
+    from kb_tools.watch.checks import kbw006_nonfinite
+    if deferred:
+        monkeypatch.setattr(kbw006_nonfinite, "_read_at_once", lambda t: False)
+    script = tmp_path / "nonfinite_at_15.py"
+    script.write_text(NONFINITE_GRAD_AT_STEP_15)
+    code, out, err = kb_watch("--json", "--", sys.executable, str(script), how)
+    found = [f for f in json.loads(out)["findings"] if f["code"] == "KBW006"]
+    assert len(found) == 1 and found[0]["entry"] == entry, (out, err[-500:])
+    evidence = found[0]["evidence"]
+    assert evidence["loss_step"] == 20  # the next sampled step saw the poisoned weights' NaN loss
+    assert evidence["grad_step_unsampled"] is (step is not None)
+    if step is not None:
+        assert evidence["grad_step"] == step and evidence["grad_nonfinite_with_finite_loss"] is True
+
+
+# Every way a script passes arguments to the clipping functions, watched: by position, by name,
+# through functools.partial. The script asserts that each one clipped as torch's own would (an
+# assertion failing there is the run's exit status 1).
+CLIP_CALL_FORMS = """
+import functools
+import torch
+from torch import nn
+from torch.nn.utils import clip_grad_value_
+torch.manual_seed(0)
+model = nn.Linear(8, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+by_value = [
+    lambda: nn.utils.clip_grad_value_(model.parameters(), 0.01),
+    lambda: nn.utils.clip_grad_value_(model.parameters(), clip_value=0.01),
+    lambda: clip_grad_value_(parameters=model.parameters(), clip_value=0.01),
+    lambda: functools.partial(nn.utils.clip_grad_value_, clip_value=0.01)(model.parameters()),
+]
+by_norm = [
+    lambda: nn.utils.clip_grad_norm_(model.parameters(), 0.01),
+    lambda: nn.utils.clip_grad_norm_(parameters=model.parameters(), max_norm=0.01, norm_type=2.0),
+    lambda: torch.nn.utils.clip_grad.clip_grad_norm_(model.weight, max_norm=0.01),
+]
+for step in range(12):
+    loss = model(torch.randn(16, 8) * 10).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    form = step % 7
+    if form < 4:
+        assert by_value[form]() is None
+        assert all(float(p.grad.abs().max()) <= 0.01 + 1e-9 for p in model.parameters())
+    else:
+        total = by_norm[form - 4]()
+        assert float(total) > 0.01  # the norm it measured, before clipping
+        assert float(torch.linalg.vector_norm(model.weight.grad)) <= 0.01 + 1e-6
+    opt.step()
+"""
+
+
+def test_the_clip_wrappers_take_every_argument_form_and_clip_as_torch_does(tmp_path):
+    script = tmp_path / "clip_forms.py"
+    script.write_text(CLIP_CALL_FORMS)
+    code, out, err = kb_watch("--json", "--", sys.executable, str(script))
+    report = json.loads(out)
+    assert report["run"]["exit_status"] == 0 and report["run"]["error"] is None, (out, err[-800:])
+    assert report["run"]["internal_errors"] == []
+
+
 ONE_SAMPLE_AT_STEP = """
 import sys
 import torch

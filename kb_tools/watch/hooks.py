@@ -14,8 +14,10 @@ on uninstall, so the user's code needs no change:
 - backward: torch.autograd.backward, which Tensor.backward calls;
 - creation sites: the constructors of Module, Optimizer, LRScheduler, GradScaler and DataLoader
   record the first frame of the user's code, and DataLoader iterators count batches;
-- gradient clipping: torch.nn.utils.clip_grad_norm_ is wrapped (the parameters, max_norm and the
-  norm it returned reach the checks on sampled steps);
+- gradient clipping: torch.nn.utils.clip_grad_norm_ and clip_grad_value_ are wrapped (the
+  parameters, the threshold and the norm clip_grad_norm_ returned reach the checks on sampled steps);
+- torch.autograd.grad with create_graph=True (a gradient the forward pass takes) reaches the checks
+  with its results on sampled steps;
 - std and var (torch.std/var/std_mean/var_mean and the Tensor methods): on every call, a shape test
   on the result; only a reduction of one element per output value looks at its values;
 - log and log1p (torch's and the Tensor methods): on sampled steps, while a check listens, a result
@@ -33,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import itertools
 import sys
 
 import torch
@@ -244,6 +247,7 @@ class Instrumentation:
             self._patch(torch, name, _log_wrapper(name, getattr(torch, name)))
             self._patch(torch.Tensor, name, _log_wrapper(name, getattr(torch.Tensor, name)))
         self._patch(torch.autograd, "backward", _backward_wrapper(torch.autograd.backward))
+        self._patch(torch.autograd, "grad", _autograd_grad_wrapper(torch.autograd.grad))
         self._patch(torch.nn.Module, "__init__", _site_recorder(torch.nn.Module.__init__, "module"))
         self._patch(torch.optim.Optimizer, "__init__", _site_recorder(torch.optim.Optimizer.__init__, "optimizer"))
         self._patch(lr_scheduler.LRScheduler, "__init__",
@@ -253,6 +257,9 @@ class Instrumentation:
         clip = _clip_wrapper(clip_grad.clip_grad_norm_)
         self._patch(clip_grad, "clip_grad_norm_", clip)
         self._patch(torch.nn.utils, "clip_grad_norm_", clip)
+        clip_value = _clip_wrapper(clip_grad.clip_grad_value_, "value")
+        self._patch(clip_grad, "clip_grad_value_", clip_value)
+        self._patch(torch.nn.utils, "clip_grad_value_", clip_value)
         self._patch(dataloader.DataLoader, "__iter__", _loader_iter(dataloader.DataLoader.__iter__))
         self._patch(dataloader._BaseDataLoaderIter, "__next__", _loader_next(dataloader._BaseDataLoaderIter.__next__))
         self._patch(loss_modules._Loss, "__call__", _loss_module_call)
@@ -367,6 +374,22 @@ def _backward_wrapper(original):
     return backward
 
 
+def _autograd_grad_wrapper(original):
+    """torch.autograd.grad: on a sampled step, a call with create_graph=True (its result feeds a
+    loss: forces from an energy, a gradient penalty) reaches the checks that listen, with what it
+    returned; otherwise one attribute test per call."""
+    @functools.wraps(original)
+    def grad(*args, **kwargs):
+        result = original(*args, **kwargs)
+        s = _active
+        if s is not None and s.sampled and s.autograd_grad_watched and not s.stopped \
+                and kwargs.get("create_graph", args[4] if len(args) > 4 else False):
+            outputs = args[0] if args else kwargs.get("outputs")
+            _guard(s, "autograd.grad", s.autograd_grad_call, outputs, result, user_site(depth=2))
+        return result
+    return grad
+
+
 def _script_wrapper(original, instrumentation):
     """torch.jit.script, run with torch's own functions in place: scripted code calls the compiled
     ops (unwatched), as it would without kb watch."""
@@ -429,20 +452,34 @@ def _record(session, kind: str, obj) -> None:
         session.add_loader(obj, site)
 
 
-def _clip_wrapper(original):
-    """clip_grad_norm_, which also tells the session what it measured (on sampled steps)."""
+def _clip_wrapper(original, kind: str = "norm"):
+    """clip_grad_norm_ (or clip_grad_value_, kind "value"), which also tells the session what it
+    clipped (on sampled steps): the parameters, the threshold and, for the norm, what it measured.
+    The arguments are passed on as given (by position or by name: max_norm, clip_value)."""
+    threshold_name = "max_norm" if kind == "norm" else "clip_value"
+
     @functools.wraps(original)
-    def clip_grad_norm_(parameters, max_norm, *args, **kwargs):
+    def clip(*args, **kwargs):
         s = _active
         if s is None or not s.sampled or s.stopped:
-            return original(parameters, max_norm, *args, **kwargs)
+            return original(*args, **kwargs)
+        args = list(args)
+        parameters = args[0] if args else kwargs.get("parameters")
         params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+        if args:
+            args[0] = params
+        else:
+            kwargs["parameters"] = params
+        threshold = args[1] if len(args) > 1 else kwargs.get(threshold_name)
         site = user_site(depth=2)
-        total = original(params, max_norm, *args, **kwargs)
-        _guard(s, "clip_grad_norm_", s.clip_call, params, max_norm, total, site)
-        return total
-    clip_grad_norm_.__kb_watch_original__ = original
-    return clip_grad_norm_
+        result = original(*args, **kwargs)
+        _guard(s, original.__name__, s.clip_call, params, threshold, result if kind == "norm" else None, site, kind)
+        return result
+    clip.__kb_watch_original__ = original  # type: ignore[attr-defined]
+    return clip
+
+
+_ITERATORS = itertools.count()  # serial numbers of DataLoader iterators (an id can be reused once one is dropped)
 
 
 def _loader_iter(original):
@@ -451,6 +488,7 @@ def _loader_iter(original):
         iterator = original(self)
         try:
             iterator._kb_watch_loader = self
+            iterator._kb_watch_serial = next(_ITERATORS)
         except AttributeError:
             pass
         return iterator
@@ -463,7 +501,8 @@ def _loader_next(original):
         batch = original(self)
         s = _active
         if s is not None and not s.stopped:
-            _guard(s, "batch", s.batch, getattr(self, "_kb_watch_loader", None), batch)
+            _guard(s, "batch", s.batch, getattr(self, "_kb_watch_loader", None), batch,
+                   getattr(self, "_kb_watch_serial", None))
         return batch
     return __next__
 

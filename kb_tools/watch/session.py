@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from kb_tools.watch.checks import EVENTS, all_checks, overridden
+from kb_tools.watch.checks.tensors import grad_norm_of
 from kb_tools.watch.sites import StopWatching, user_site
 
 WARMUP = 10         # every step is sampled until this many steps have run
@@ -111,12 +112,14 @@ class ScalerInfo:
 
 @dataclass
 class ClipCall:
-    """One sampled call of clip_grad_norm_, as the checks see it (dropped after the event)."""
+    """One sampled call of clip_grad_norm_ or clip_grad_value_, as the checks see it (dropped after
+    the event)."""
 
     parameters: list
-    max_norm: float
-    norm: object     # the total norm it returned (a tensor), measured before clipping
+    max_norm: float  # the threshold: max_norm, or clip_value for kind "value"
+    norm: object     # the total norm clip_grad_norm_ returned (a tensor), measured before clipping; None for "value"
     site: str | None
+    kind: str = "norm"  # "norm" (clip_grad_norm_) or "value" (clip_grad_value_: every element to +-max_norm)
 
 
 @dataclass
@@ -451,6 +454,8 @@ class Session:
         info = self.optimizer_info(opt) or self.add_optimizer(opt)
         if self._primary is None or self._primary_gone():
             self._primary = id(opt)  # the first optimizer to step, or the next one once it is gone (rebuilt)
+        if self._handlers["on_any_step_pre"]:
+            self.dispatch("on_any_step_pre", opt)
         if self.sampled:
             info.refresh()
             for sched in self.schedulers:
@@ -548,10 +553,10 @@ class Session:
         self.evaluation_losses_left -= 1
         return True
 
-    def clip_call(self, parameters, max_norm, norm, site: str | None) -> None:
+    def clip_call(self, parameters, max_norm, norm, site: str | None, kind: str = "norm") -> None:
         if self._handlers["on_clip"]:
             self._event += 1
-            self.dispatch("on_clip", ClipCall(parameters=parameters, max_norm=max_norm, norm=norm, site=site))
+            self.dispatch("on_clip", ClipCall(parameters=parameters, max_norm=max_norm, norm=norm, site=site, kind=kind))
 
     @property
     def spread_watched(self) -> bool:
@@ -570,6 +575,15 @@ class Session:
 
     def log_call(self, name: str, source, result) -> None:
         self.dispatch("on_log", name, source, result)
+
+    @property
+    def autograd_grad_watched(self) -> bool:
+        return bool(self._handlers["on_autograd_grad"])
+
+    def autograd_grad_call(self, outputs, result, site: str | None) -> None:
+        outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs or ())
+        self._event += 1
+        self.dispatch("on_autograd_grad", outputs, tuple(result), site)
 
     def state_dict_loaded(self, module, strict: bool, result, site: str | None) -> None:
         if self._handlers["on_state_dict_loaded"]:
@@ -590,11 +604,13 @@ class Session:
         if self._handlers["on_module_input"]:
             self.dispatch("on_module_input", module, args)
 
-    def batch(self, loader, batch) -> None:
+    def batch(self, loader, batch, serial: int | None = None) -> None:
         self.batches += 1
         info = self.loaders.get(id(loader))
         if info is not None:
             info.batches += 1
+        if self._handlers["on_any_batch"] and loader is not None:
+            self.dispatch("on_any_batch", loader, batch, serial)
         if self.sampled:
             self.dispatch("on_batch", loader, batch)
 
@@ -651,20 +667,6 @@ class Session:
             if data is not None:
                 out[check.code] = data
         return out
-
-
-def grad_norm_of(tensors) -> float:
-    """The 2-norm of all `tensors` together, as a float (inf or nan when one of them is): one
-    device synchronisation, whatever the number of tensors."""
-    try:
-        norms: list | tuple = torch._foreach_norm([t.detach() for t in tensors])
-    except (RuntimeError, TypeError, NotImplementedError):  # sparse gradients, unusual devices
-        norms = [t.detach().norm() for t in tensors]
-    try:
-        stacked = torch.stack(norms)
-    except RuntimeError:  # mixed devices or dtypes
-        stacked = torch.stack([n.to(device=norms[0].device, dtype=torch.float64) for n in norms])
-    return float(torch.linalg.vector_norm(stacked.double()))
 
 
 def finite(value: float) -> bool:

@@ -32,15 +32,20 @@ EVENTS = {
     "on_any_backward": "every call: backward() is about to run (tensors), on any step; must be cheap",
     "on_before_backward": "sampled: backward() is about to run (tensors)",
     "on_after_backward": "sampled: backward() returned (tensors)",
+    "on_any_step_pre": "every call: optimizer.step() is about to run (optimizer), on any step; must be cheap",
     "on_step_pre": "sampled: optimizer.step() is about to run (optimizer)",
     "on_step_post": "sampled: optimizer.step() returned (optimizer)",
     "on_batch": "sampled: a DataLoader yielded a batch (loader, batch)",
+    "on_any_batch": "every call: a DataLoader iterator yielded a batch (loader, batch, the iterator's serial number); "
+                    "must be cheap",
     "on_clip": "sampled: clip_grad_norm_ returned (ClipCall: parameters, max_norm, the norm it returned, site)",
     "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p); must be cheap",
     "on_spread": "every call: a std/var whose reduction held one element per output value returned NaN "
                  "(name, input shape, output shape, grad_enabled, site)",
     "on_log": "sampled: torch.log or log1p (or the Tensor method) returned a result that requires grad "
               "(name, input, output); dispatched only when a check has it",
+    "on_autograd_grad": "sampled: torch.autograd.grad with create_graph=True returned (outputs, its results, site); "
+                        "dispatched only when a check has it",
     "on_checkpoint": "sampled: a reentrant torch.utils.checkpoint call, grad enabled, no input requiring grad "
                      "(function, site)",
     "on_state_dict_loaded": "every call: Module.load_state_dict returned (module, strict, its missing/unexpected "
@@ -74,10 +79,13 @@ class Check:
     def on_any_backward(self, tensors): pass
     def on_before_backward(self, tensors): pass
     def on_after_backward(self, tensors): pass
+    def on_any_step_pre(self, optimizer): pass
     def on_step_pre(self, optimizer): pass
     def on_step_post(self, optimizer): pass
     def on_batch(self, loader, batch): pass
+    def on_any_batch(self, loader, batch, serial): pass
     def on_clip(self, call): pass
+    def on_autograd_grad(self, outputs, results, site): pass
     def on_dropout(self, p): pass
     def on_spread(self, call): pass
     def on_log(self, name, source, output): pass

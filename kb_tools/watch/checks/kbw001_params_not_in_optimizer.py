@@ -6,9 +6,18 @@ in those of optimizers that have not stepped yet (one built for it but never ste
 network's optimizer passed in its place), has a non-zero .grad at step() on at least 3 sampled
 steps, and is bit-for-bit unchanged from the first of them to the end of the run, while the
 optimizers stepped at least 3 times. A parameter that other code updates (an EMA, a manual SGD
-step, its own optimizer stepping later) changes, and is not reported.
+step, its own optimizer stepping later) changes, and is not reported. A .grad that no backward
+touched since the last sampled step (the same tensor at the same version: left over from an
+earlier phase, as a boosting stage's finished learner keeps its last gradient) does not count.
+
+When the optimizer that holds them exists but never stepped, and at least a quarter of all
+backward passes had no optimizer step after them, its step() is never called: the finding names
+optimizer-step-order. When every backward is followed by some step, another optimizer is stepped
+in its place, and the finding stays params-not-in-optimizer.
 """
 from __future__ import annotations
+
+import weakref
 
 import torch
 
@@ -16,13 +25,14 @@ from kb_tools.watch.checks import Check, created_at, names, plural
 from kb_tools.watch.checks.tensors import value_fingerprint
 
 MIN_GRAD_STEPS = 3
+UNAPPLIED_SHARE = 0.25  # backward passes with no optimizer step after them, of all: a step() never called
 SNAPSHOT_NUMEL = 1 << 20   # a parameter up to this size is copied; a larger one keeps a fingerprint
 SNAPSHOT_BUDGET = 1 << 26  # elements copied in all, whatever the model
 
 
 class _Tracked:
     __slots__ = ("ref", "name", "snapshot", "first_step", "verified", "grad_steps", "grad_norm", "changed", "numel",
-                 "idle")
+                 "idle", "grad_seen")
 
     def __init__(self, p, name, snapshot, step):
         # a strong reference: the last look (on_end) must see the parameter even when the run's
@@ -32,6 +42,7 @@ class _Tracked:
         self.verified = step  # the last step at which it was seen unchanged
         self.grad_steps, self.grad_norm, self.changed, self.numel = 0, 0.0, False, p.numel()
         self.idle = None  # the info of an optimizer that holds it but had not stepped when tracking began
+        self.grad_seen = None  # (weak reference to the .grad counted last, its version then)
 
 
 class ParamsNotInOptimizer(Check):
@@ -39,6 +50,7 @@ class ParamsNotInOptimizer(Check):
     code = "KBW001"
     name = "params-not-in-optimizer"
     entry = "params-not-in-optimizer"
+    also = ("optimizer-step-order",)
     title = "parameters that get gradients but never change, because no optimizer holds them"
     confidence = 0.95
 
@@ -97,6 +109,9 @@ class ParamsNotInOptimizer(Check):
                     t.idle = idle.get(key)
                 elif not self._verify(t, p):
                     continue
+                if t.grad_seen is not None and t.grad_seen[0]() is grad and t.grad_seen[1] == grad._version:
+                    continue  # no backward wrote this gradient since it was counted: a stale one
+                t.grad_seen = (weakref.ref(grad), grad._version)
                 t.grad_steps += 1
                 t.grad_norm = max(t.grad_norm, float(grad.detach().norm()))
 
@@ -114,7 +129,15 @@ class ParamsNotInOptimizer(Check):
         span = max(t.verified for t in stuck) - min(t.first_step for t in stuck)
         sites = [info.site for info in optimizers if info.site]
         idle = next((t.idle for t in stuck if t.idle is not None and t.idle.steps == 0), None)
-        if idle is not None:
+        steps = sum(info.steps for info in optimizers)
+        entry = None
+        if idle is not None and s.backward_calls - steps >= UNAPPLIED_SHARE * s.backward_calls:
+            held_by = (f"the optimizer that holds them, {idle.cls} ({created_at('optimizer', idle.site)}), never "
+                       f"stepped: {plural(s.backward_calls, 'backward pass', 'backward passes')} against "
+                       f"{plural(steps, 'optimizer step')} in all, so the gradients its loss leaves are never applied; "
+                       f"call its step() after that backward()")
+            entry = "optimizer-step-order"
+        elif idle is not None:
             held_by = (f"the optimizer that holds them, {idle.cls} ({created_at('optimizer', idle.site)}), never "
                        f"stepped: another optimizer is stepped in its place")
         elif len(optimizers) == 1:
@@ -132,6 +155,7 @@ class ParamsNotInOptimizer(Check):
             "unchanged_from_step": min(t.first_step for t in stuck),
             "unchanged_until_step": max(t.verified for t in stuck),
             "optimizers": [{"class": info.cls, "site": info.site, "steps": info.steps} for info in optimizers],
+            "backward_calls": s.backward_calls,
         }
         return [self.finding(message, evidence=evidence, where=sites[0] if sites else None,
-                             step=min(t.first_step for t in stuck))]
+                             step=min(t.first_step for t in stuck), entry=entry)]

@@ -4,7 +4,8 @@ Criterion: on at least 3 sampled steps, a parameter that requires grad and belon
 optimizer sits in a module whose forward ran with grad enabled during that step, and its .grad
 is None at step() while other parameters of the same optimizer have gradients: something
 between that module and the loss (.detach(), .data, .item(), a numpy round trip, a no_grad
-block) cut the graph, or its output never reaches the loss.
+block) cut the graph, or its output never reaches the loss. A parameter its module no longer
+holds (replaced by a new nn.Parameter: KBW070's case) is left out.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class GraphCutInForward(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.ran: set[int] = set()      # modules with own parameters that ran with grad, this step
+        self.ran: dict[int, object] = {}  # modules with own parameters that ran with grad, this step
         self.ran_step = None
         self.cut: dict[int, list] = {}  # id(param) -> [name, sampled steps without gradient, first step]
         self.got: set[int] = set()      # parameters that did get a gradient at some sampled step
@@ -31,8 +32,8 @@ class GraphCutInForward(Check):
     def on_module_forward(self, module, output, grad_enabled):
         if grad_enabled and module._parameters:
             if self.ran_step != self.session.step:
-                self.ran, self.ran_step = set(), self.session.step
-            self.ran.add(id(module))
+                self.ran, self.ran_step = {}, self.session.step
+            self.ran[id(module)] = module
 
     def on_step_pre(self, optimizer):
         s = self.session
@@ -47,7 +48,8 @@ class GraphCutInForward(Check):
                 self.got.add(id(p))
         for p in missing:
             key = id(p)
-            if key in self.got or s.param_owner.get(key) not in self.ran:
+            owner = self.ran.get(s.param_owner.get(key))
+            if key in self.got or owner is None or not any(q is p for q in owner._parameters.values()):
                 continue
             entry = self.cut.setdefault(key, [s.param_name(p), 0, s.step, id(optimizer)])
             entry[1] += 1

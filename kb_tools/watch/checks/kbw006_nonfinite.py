@@ -11,6 +11,17 @@ loss holds a square root, a norm or a power below 1 (derivatives infinite at 0, 
 chain rule: NaN) and no torch.where (a guard whose untaken branch is differentiated, nan-loss),
 the finding names nan-grad-at-zero. When the first non-finite module output is float16 and holds
 inf while that module's weights and the batch were finite, it names fp16-overflow.
+
+Between sampled steps the gradient is watched too: on each unsampled step the total gradient
+norm is taken, and a NaN under a finite loss dates the NaN to that step. On the CPU the norm is
+read at once, and the ops are read from that step's graph. On an accelerator, to avoid a
+synchronisation per step, the norm and the finiteness of the loss go into a flag kept on the
+device, read at the next sampled step, whose graph (the same code) is then the one read.
+
+A NaN can also be born inside the forward pass, in a gradient it takes itself: forces as the
+gradient of an energy, a gradient penalty (torch.autograd.grad with create_graph=True). When
+such a call returns NaN from finite outputs before any loss was non-finite, the finding names
+that call, and reads the ops behind its outputs as above.
 """
 from __future__ import annotations
 
@@ -19,7 +30,7 @@ import math
 import torch
 
 from kb_tools.watch.checks import Check, loss_where
-from kb_tools.watch.checks.tensors import first_tensor, nodes_from
+from kb_tools.watch.checks.tensors import first_tensor, grad_norm_tensor, nodes_from
 
 MAX_OUTPUTS = 4096  # module outputs kept from one forward pass (a bound for long recurrent loops)
 MAX_NODES = 50_000  # autograd nodes read behind one loss
@@ -29,12 +40,12 @@ ROOT_OPS = {"SqrtBackward0", "RsqrtBackward0", "LinalgVectorNormBackward0", "Nor
             "NormBackward2", "NormBackward3", "CdistBackward0", "PdistBackward0", "EuclideanDistBackward"}
 
 
-def _graph_ops(grad_fn) -> tuple:
+def _graph_ops(grad_fns) -> tuple:
     """(root-like ops, whether a torch.where is there) in the autograd graph behind a loss. Read
     after the backward pass: the nodes stay while the loss's grad_fn is held, their saved
     tensors are freed, scalars such as a power's exponent are still readable."""
     roots, where = set(), False
-    for node in nodes_from([grad_fn], MAX_NODES):
+    for node in nodes_from(grad_fns if isinstance(grad_fns, list) else [grad_fns], MAX_NODES):
         name = type(node).__name__
         if name in ROOT_OPS:
             roots.add(name)
@@ -48,6 +59,11 @@ def _graph_ops(grad_fn) -> tuple:
         elif name.startswith("WhereBackward"):
             where = True
     return sorted(roots), where
+
+
+def _read_at_once(t) -> bool:
+    """Whether reading `t` costs no device synchronisation (it lives in host memory)."""
+    return t.device.type == "cpu"
 
 
 def _finite(t) -> bool:
@@ -75,11 +91,18 @@ class NonFinite(Check):
         self.loss_step = self.loss_value = self.loss_site = self.loss_where = None
         self.grad_step = None
         self.grad_with_finite_loss = None
+        self.grad_unsampled = False    # dated on an unsampled step by the device flag
         self.loss_finite_at = None     # step of the last finite loss seen
         self.first_module = None       # (name, class, step, weights finite)
         self.batch_step = None
         self.graph = None              # grad_fn of the latest finite float32/64 loss, until the step
         self.roots = self.where = None  # what _graph_ops read behind the loss of the first non-finite gradient
+        self.grad_call = None          # (step, site) of the first autograd.grad call that returned NaN from finite outputs
+        self.step_graph = None         # grad_fn of the latest sampled backward, finite or not, until the step
+        # unsampled steps: the tensor the latest backward started from, until its step(); on an
+        # accelerator, the first step whose gradient norm was NaN under a finite loss (-1: none yet)
+        self.unsampled_loss = None
+        self.born_at = None
 
     def on_root_forward(self, model, grad_enabled):
         self.outputs = []  # a new forward pass: the previous one's outputs are not needed
@@ -127,10 +150,69 @@ class NonFinite(Check):
             self.loss_value = float(out.detach().float().sum())
         self._locate()
 
+    def on_autograd_grad(self, outputs, results, site):
+        if self.grad_call is not None or self.loss_step is not None or self.grad_step is not None:
+            return
+        results = [r for r in results if isinstance(r, torch.Tensor) and r.is_floating_point() and r.numel()]
+        outputs = [o for o in outputs if isinstance(o, torch.Tensor) and o.is_floating_point() and o.numel()]
+        if not results or not outputs or all(_finite(r) for r in results) or not all(_finite(o) for o in outputs):
+            return
+        if any(bool(torch.isnan(r.detach()).any()) for r in results):
+            self.grad_call = (self.session.step, site)
+            graphs = [o.grad_fn for o in outputs if o.grad_fn is not None]
+            if graphs:
+                self.roots, self.where = _graph_ops(graphs)
+
+    def on_any_backward(self, tensors):
+        if self.session.sampled or self.grad_step is not None:
+            return
+        t = tensors[0] if tensors else None
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and 0 < t.numel() <= 1 << 16:
+            self.unsampled_loss = t  # until this step's step(): its value, and its graph's ops if needed
+
+    def on_any_step_pre(self, optimizer):
+        """An unsampled step: a NaN gradient born under a finite loss. On the CPU it is read at once
+        (no synchronisation to avoid); on an accelerator it goes into a flag kept on the device."""
+        s = self.session
+        if s.sampled or self.grad_step is not None or self.unsampled_loss is None:
+            return
+        primary = s.primary_info()
+        if primary is None or primary.optimizer is not optimizer:
+            return
+        loss, self.unsampled_loss = self.unsampled_loss, None
+        grads = [p.grad for p in s.params_of(optimizer) if p.grad is not None]
+        if not grads:
+            return
+        norm = grad_norm_tensor(grads)
+        if _read_at_once(norm):
+            if math.isnan(float(norm)) and _finite(loss):
+                self.grad_step, self.grad_with_finite_loss, self.grad_unsampled = s.step, True, True
+                if loss.grad_fn is not None and loss.dtype in (torch.float32, torch.float64):
+                    self.roots, self.where = _graph_ops(loss.grad_fn)
+            return
+        if loss.device != norm.device:
+            return
+        born = torch.isnan(norm) & torch.isfinite(loss.detach().sum())
+        if self.born_at is None:
+            self.born_at = torch.full((), -1, dtype=torch.long, device=norm.device)
+        self.born_at = torch.where(born & (self.born_at < 0), s.step, self.born_at)
+
+    def _read_unsampled(self) -> None:
+        """Take a NaN gradient dated on an unsampled step (one synchronisation, on a sampled step)."""
+        if self.born_at is None or self.grad_step is not None:
+            return
+        step, self.born_at = int(self.born_at), None
+        if step >= 0:
+            self.grad_step, self.grad_with_finite_loss, self.grad_unsampled = step, True, True
+            graph = self.step_graph if self.step_graph is not None else self.graph
+            if graph is not None:
+                self.roots, self.where = _graph_ops(graph)
+
     def on_before_backward(self, tensors):
         """The tensor backward() starts from: a loss even when no torch loss function made it."""
         t = tensors[0] if tensors else None
         if isinstance(t, torch.Tensor) and t.is_floating_point() and 0 < t.numel() <= 1 << 16:
+            self.step_graph = t.grad_fn
             if _finite(t):
                 self.loss_finite_at = self.session.step
                 if self.grad_step is None and t.dtype in (torch.float32, torch.float64):
@@ -143,6 +225,8 @@ class NonFinite(Check):
         self.outputs = []  # never held into the backward pass
 
     def on_step_pre(self, optimizer):
+        self._read_unsampled()
+        self.step_graph = None
         if self.grad_step is not None:
             return
         norm = self.session.grad_norm(optimizer)
@@ -154,12 +238,19 @@ class NonFinite(Check):
             self.graph = None
             self._locate()
 
+    def on_end(self):
+        self._read_unsampled()
+        self.step_graph = None
+
     def findings(self) -> list:
-        if self.loss_step is None and self.grad_step is None:
+        if self.loss_step is None and self.grad_step is None and self.grad_call is None:
             return []
         parts = []
+        if self.grad_call is not None:
+            parts.append(f"torch.autograd.grad ({self.grad_call[1] or 'create_graph=True'}) returned NaN from finite "
+                         f"outputs at step {self.grad_call[0]}: the NaN is born in a gradient the forward pass takes")
         if self.grad_step is not None and (self.loss_step is None or self.grad_step < self.loss_step):
-            parts.append(f"the gradient became non-finite at step {self.grad_step}"
+            parts.append(f"the gradient became {'NaN' if self.grad_unsampled else 'non-finite'} at step {self.grad_step}"
                          + (" while the loss was still finite: the NaN is born in the backward pass"
                             if self.grad_with_finite_loss else ""))
             if self.loss_step is not None:
@@ -185,17 +276,21 @@ class NonFinite(Check):
             parts.append(f"the input batch held non-finite values at step {self.batch_step}")
         at_zero = bool(self.roots) and not self.where
         if at_zero:
-            parts.append(f"the graph behind that loss holds {', '.join(self.roots)}, whose derivative is infinite "
+            behind = "the gradient taken" if self.grad_call else "that loss"
+            parts.append(f"the graph behind {behind} holds {', '.join(self.roots)}, whose derivative is infinite "
                          f"at 0, and no torch.where: an argument exactly 0 (a zero distance or norm) gives an "
                          f"inf or NaN gradient; add an epsilon inside the root or mask the zeros before it")
-        first = min(s for s in (self.loss_step, self.grad_step) if s is not None)
+        first = min(s for s in (self.loss_step, self.grad_step, self.grad_call and self.grad_call[0]) if s is not None)
         evidence = {"loss_step": self.loss_step, "loss_value": self.loss_value, "loss": self.loss_where,
                     "grad_step": self.grad_step, "grad_nonfinite_with_finite_loss": self.grad_with_finite_loss,
                     "first_module": dict(zip(("name", "class", "step", "weights_finite", "dtype", "float16_overflow"),
                                              self.first_module))
                     if self.first_module else None, "batch_step": self.batch_step,
+                    "grad_step_unsampled": self.grad_unsampled,
+                    "autograd_grad_nan": dict(zip(("step", "site"), self.grad_call)) if self.grad_call else None,
                     "root_ops": self.roots, "where_in_graph": self.where}
-        return [self.finding("; ".join(parts), evidence=evidence, where=self.loss_site or self.session.where(),
+        where = (self.grad_call[1] if self.grad_call else None) or self.loss_site or self.session.where()
+        return [self.finding("; ".join(parts), evidence=evidence, where=where,
                              step=first, entry="nan-grad-at-zero" if at_zero else "fp16-overflow" if fp16 else None)]
 
 

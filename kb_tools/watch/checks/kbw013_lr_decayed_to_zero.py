@@ -1,16 +1,21 @@
 """KBW013: the learning rate decays to about zero long before the run ends.
 
-Criterion: at a sampled step every param group's lr is at most 1/10,000 of the largest lr the
-optimizer had (and that peak is above 0), and it stays there for the rest of the run, over at
-least 3 sampled steps and at least 10% of the steps watched. A schedule that reaches zero only
+Criterion: every param group's lr is at most 1/10,000 of the largest lr the optimizer had (and
+that peak is above 0), and it stays there for the rest of the run, over at least 3 optimizer
+steps and at least 10% of the steps watched. The lr is read at every step (a float per param
+group), so a decay too quick for the sampled steps is seen. A schedule that reaches zero only
 at its very end (cosine to 0) spends well under 1% of the run that low and is not reported.
+
+Second form, read from the scheduler itself: a StepLR, MultiStepLR or ExponentialLR built with
+gamma=0 sets the lr to exactly 0 at its first milestone, for good, however far off that is.
 """
 from __future__ import annotations
 
 from kb_tools.watch.checks import Check, created_at, plural
 
 DECAY = 1e-4
-MIN_SAMPLES = 3
+MIN_SAMPLES = 3  # optimizer steps spent that low
+GAMMA_SCHEDULERS = ("StepLR", "MultiStepLR", "ExponentialLR")
 MIN_SHARE = 0.1
 
 
@@ -35,14 +40,24 @@ class LrDecayedToZero(Check):
     code = "KBW013"
     name = "lr-decayed-to-zero"
     entry = "lr-decay-too-early"
-    title = "learning rate down to 1/10,000 of its peak and staying there for the rest of the run"
+    title = ("learning rate down to 1/10,000 of its peak and staying there for the rest of the run, or a "
+             "step scheduler built with gamma=0")
     confidence = 0.85
 
     def __init__(self, session):
         super().__init__(session)
         self.state: dict[int, _State] = {}
+        self.gamma_zero: dict[int, tuple] = {}  # id(SchedulerInfo) -> (info, step_size, milestones), read while alive
 
     def on_step_pre(self, optimizer):
+        for sched in self.session.schedulers_of(id(optimizer)):
+            obj = sched.ref()
+            if (id(sched) not in self.gamma_zero and obj is not None and sched.cls in GAMMA_SCHEDULERS
+                    and getattr(obj, "gamma", None) == 0):
+                milestones = sorted(getattr(obj, "milestones", ()) or ()) or None
+                self.gamma_zero[id(sched)] = (sched, getattr(obj, "step_size", None), milestones)
+
+    def on_any_step_pre(self, optimizer):
         lrs = _lrs(optimizer)
         if not lrs:
             return
@@ -61,7 +76,13 @@ class LrDecayedToZero(Check):
     def findings(self) -> list:
         s = self.session
         out = []
+        zeroed = set()
+        for sched, step_size, milestones in self.gamma_zero.values():
+            out.append(self._gamma_zero(sched, step_size, milestones))
+            zeroed.add(sched.optimizer_id)
         for key, st in self.state.items():
+            if key in zeroed:
+                continue
             if st.low_since is None or st.low_samples < MIN_SAMPLES:
                 continue
             low_steps = s.step - st.low_since
@@ -82,3 +103,19 @@ class LrDecayedToZero(Check):
                                         "low_from_step": st.low_since, "steps_low": low_steps,
                                         "schedulers": [s_.to_dict() for s_ in schedulers]}))
         return out
+
+    def _gamma_zero(self, sched, step_size, milestones):
+        """gamma=0 is never a decay, only an lr of 0 from the first milestone on."""
+        if sched.cls == "StepLR":
+            when = f"after {plural(step_size, 'scheduler step')}"
+        elif sched.cls == "MultiStepLR":
+            when = f"at its first milestone ({milestones[0]} scheduler steps)" if milestones else "at its first milestone"
+        else:
+            when = "after its first step"
+        info = self.session.optimizers.get(sched.optimizer_id)
+        message = (f"{sched.cls} ({created_at('scheduler', sched.site)}) has gamma=0: {when} it multiplies the "
+                   f"learning rate by 0, and from then on every step leaves the weights as they are "
+                   f"({created_at('optimizer', info.site if info else None)}; stepped "
+                   f"{plural(sched.steps(), 'time')} so far); a schedule meant to be off is gamma=1")
+        return self.finding(message, where=sched.site, step=0, evidence={
+            "scheduler": sched.to_dict(), "gamma": 0, "step_size": step_size, "milestones": milestones})

@@ -8,7 +8,9 @@ loss then compares every prediction with every target of the batch; its minimise
 per call site; a target that broadcasts along a dimension without creating new pairs, such as
 an (N, D) prediction against a (1, D) or scalar target, is not reported. Evaluation calls (under
 no_grad) count too, also on unsampled steps: there the loss reported, and any model picked by it,
-is wrong even when training is right.
+is wrong even when training is right. The grid may also come made: one side (N, N) with N >= 2
+and the other (N, 1) or (N,), a target built upstream from shapes that broadcast (a residual
+y - pred of an (N,) label and an (N, 1) output), is reported the same way.
 """
 from __future__ import annotations
 
@@ -17,6 +19,12 @@ import torch
 from kb_tools.watch.checks import Check, loss_where
 
 KINDS = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+
+
+def _made_grid(square, column) -> bool:
+    """`square` is (N, N) with N >= 2 and `column` is (N, 1) or (N,): an N x N grid made upstream."""
+    return (len(square) == 2 and square[0] == square[1] >= 2
+            and tuple(column) in ((square[0], 1), (square[0],)))
 
 
 class RegressionLossBroadcasts(Check):
@@ -30,7 +38,8 @@ class RegressionLossBroadcasts(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        # (kind, where, site) -> [calls, first step, input shape, target shape, broadcast shape, calls with grad]
+        # (kind, where, site) -> [calls, first step, input shape, target shape, broadcast shape, calls with grad,
+        # whether one side already was the N x N grid]
         self.sites: dict = {}
 
     def on_loss_input(self, call):
@@ -46,26 +55,30 @@ class RegressionLossBroadcasts(Check):
         cells = 1
         for n in grid:
             cells *= n
-        if cells <= max(x.numel(), y.numel()):
+        made = cells <= max(x.numel(), y.numel())
+        if made and not (_made_grid(x.shape, y.shape) or _made_grid(y.shape, x.shape)):
             return
         key = (call.kind, loss_where(call), call.site)
         st = self.sites.get(key)
         if st is None:
-            st = self.sites[key] = [0, self.session.step, tuple(x.shape), tuple(y.shape), tuple(grid), 0]
+            st = self.sites[key] = [0, self.session.step, tuple(x.shape), tuple(y.shape), tuple(grid), 0, made]
         st[0] += 1
         st[5] += bool(call.grad_enabled)
 
     def findings(self) -> list:
         out = []
-        for (kind, where, site), (calls, step, xs, ys, grid, trained) in self.sites.items():
+        for (kind, where, site), (calls, step, xs, ys, grid, trained, made) in self.sites.items():
             effect = ("so the loss is minimised by a constant" if trained else
                       "under no_grad, as an evaluation runs: the loss it reports is not the model's error, and a "
                       "model or trial picked by it is not picked by its error")
             message = (f"{kind} compared a prediction of shape {list(xs)} with a target of shape {list(ys)} on "
-                       f"{calls} sampled call{'s' if calls != 1 else ''} from step {step} ({where}): they broadcast "
-                       f"to {list(grid)}, every prediction against every target, {effect}; make the shapes equal "
-                       f"(pred.squeeze(-1) or target.view(-1, 1))")
+                       f"{calls} sampled call{'s' if calls != 1 else ''} from step {step} ({where}): "
+                       + (f"the {'target' if len(ys) == 2 and ys[0] == ys[1] else 'prediction'} already is a "
+                          f"{grid[0]} x {grid[1]} grid, built upstream from shapes that broadcast (an (N,) tensor "
+                          f"against an (N, 1) one): each prediction is fitted to a whole row of it, " if made else
+                          f"they broadcast to {list(grid)}, every prediction against every target, ")
+                       + f"{effect}; make the shapes equal (pred.squeeze(-1) or target.view(-1, 1))")
             out.append(self.finding(message, where=site, step=step, evidence={
                 "calls": calls, "input_shape": list(xs), "target_shape": list(ys), "broadcast_shape": list(grid),
-                "calls_with_grad": trained}))
+                "calls_with_grad": trained, "grid_made_upstream": made}))
         return out

@@ -1,10 +1,12 @@
-"""KBW029: clip_grad_norm_ runs on gradients the GradScaler has not unscaled yet.
+"""KBW029: clip_grad_norm_ (or clip_grad_value_) runs on gradients the GradScaler has not unscaled yet.
 
-Criterion: on at least 2 sampled calls of clip_grad_norm_, its parameters belong to an optimizer
-that steps through an enabled GradScaler (seen at an earlier step(): scaler.step() had unscaled
-it), and scaler.unscale_(optimizer) has not been called since the last scaler.update(): the
-gradients it measures and clips are still multiplied by the scale S (65536 at the start), so
-the norm it returns is S times the true norm and the optimizer gets max_norm / S.
+Criterion: on at least 2 sampled calls of clip_grad_norm_ or clip_grad_value_, its parameters
+belong to an optimizer that steps through an enabled GradScaler (seen at an earlier step():
+scaler.step() had unscaled it), and scaler.unscale_(optimizer) has not been called since the last
+scaler.update(): the gradients it measures and clips are still multiplied by the scale S (65536
+at the start). clip_grad_norm_ then returns S times the true norm and the optimizer gets
+max_norm / S; clip_grad_value_ cuts every element to +-clip_value in the scaled units, so after
+unscaling no element is larger than clip_value / S.
 """
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ class ClipBeforeUnscale(Check):
             scale = float(scaler.get_scale())
             norm = float(call.norm) if call.norm is not None else float("nan")
             info = s.optimizer_info(opt)
-            self.first = {"step": s.step, "clip_site": call.site, "max_norm": float(call.max_norm),
+            self.first = {"step": s.step, "clip_site": call.site, "max_norm": float(call.max_norm), "kind": call.kind,
                           "returned_norm": norm, "scale": scale, "true_norm": norm / scale if scale else None,
                           "optimizer": type(opt).__name__, "optimizer_site": info.site if info else None,
                           "scaler_site": s.scalers[index].site if index < len(s.scalers) else None}
@@ -72,10 +74,15 @@ class ClipBeforeUnscale(Check):
         f = self.first
         if f is None or self.calls < MIN_CALLS:
             return []
-        message = (f"clip_grad_norm_ (called at {f['clip_site']}) ran on gradients still multiplied by the GradScaler's "
-                   f"scale {f['scale']:g} ({created_at('scaler', f['scaler_site'])}) on {plural(self.calls, 'sampled call')}, "
-                   f"first at step {f['step']}: it measured a norm of {f['returned_norm']:.4g} (the true norm is about "
-                   f"{f['true_norm']:.3g}) and clipped it to max_norm={f['max_norm']:g}, so {f['optimizer']} receives "
-                   f"a gradient of norm about {f['max_norm'] / f['scale']:.2g}; call scaler.unscale_(optimizer) "
-                   f"before clipping")
+        head = (f"clip_grad_{f['kind']}_ (called at {f['clip_site']}) ran on gradients still multiplied by the "
+                f"GradScaler's scale {f['scale']:g} ({created_at('scaler', f['scaler_site'])}) on "
+                f"{plural(self.calls, 'sampled call')}, first at step {f['step']}: ")
+        if f["kind"] == "value":
+            what = (f"it cut every element to +-{f['max_norm']:g} in scaled units, so {f['optimizer']} receives no "
+                    f"element larger than about {f['max_norm'] / f['scale']:.2g}")
+        else:
+            what = (f"it measured a norm of {f['returned_norm']:.4g} (the true norm is about {f['true_norm']:.3g}) and "
+                    f"clipped it to max_norm={f['max_norm']:g}, so {f['optimizer']} receives a gradient of norm about "
+                    f"{f['max_norm'] / f['scale']:.2g}")
+        message = head + what + "; call scaler.unscale_(optimizer) before clipping"
         return [self.finding(message, where=f["clip_site"], step=f["step"], evidence=dict(f, calls=self.calls))]

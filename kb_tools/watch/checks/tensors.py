@@ -1,5 +1,5 @@
-"""Helpers the checks share: the rows of class scores a classification loss received, and the
-first tensor of a batch with a cheap fingerprint to compare batches by."""
+"""Helpers the checks share: the rows of class scores a classification loss received, the total
+norm of many gradients, and the first tensor of a batch with a cheap fingerprint to compare batches by."""
 from __future__ import annotations
 
 import torch
@@ -179,3 +179,23 @@ def padding_runs(ids, min_run: int = 2):
         if best is None or sum(e - s for _, s, e in spans) > sum(e - s for _, s, e in best[1]):
             best = (pad, spans)
     return best
+
+
+def grad_norm_of(tensors) -> float:
+    """The 2-norm of all `tensors` together, as a float (inf or nan when one of them is): one
+    device synchronisation, whatever the number of tensors."""
+    return float(grad_norm_tensor(tensors))
+
+
+def grad_norm_tensor(tensors) -> torch.Tensor:
+    """The 2-norm of all `tensors` together as a 0-dim float64 tensor, left on the device: no
+    synchronisation, for a check that reads it later."""
+    try:
+        norms: list | tuple = torch._foreach_norm([t.detach() for t in tensors])
+    except (RuntimeError, TypeError, NotImplementedError):  # sparse gradients, unusual devices
+        norms = [t.detach().norm() for t in tensors]
+    try:
+        stacked = torch.stack(norms)
+    except RuntimeError:  # mixed devices or dtypes
+        stacked = torch.stack([n.to(device=norms[0].device, dtype=torch.float64) for n in norms])
+    return torch.linalg.vector_norm(stacked.double())
