@@ -10,10 +10,11 @@ step, its own optimizer stepping later) changes, and is not reported. A .grad th
 touched since the last sampled step (the same tensor at the same version: left over from an
 earlier phase, as a boosting stage's finished learner keeps its last gradient) does not count.
 
-When the optimizer that holds them exists but never stepped, and at least a quarter of all
-backward passes had no optimizer step after them, its step() is never called: the finding names
-optimizer-step-order. When every backward is followed by some step, another optimizer is stepped
-in its place, and the finding stays params-not-in-optimizer.
+When the optimizer that holds them exists but never stepped, at least a quarter of all backward
+passes had no optimizer step after them, and no optimizer stepped again with no backward() into
+its own gradient since its previous step, its step() is never called: the finding names
+optimizer-step-order. Otherwise another optimizer is stepped in its place (after the other
+network's backward), and the finding stays params-not-in-optimizer.
 """
 from __future__ import annotations
 
@@ -58,6 +59,19 @@ class ParamsNotInOptimizer(Check):
         super().__init__(session)
         self.tracked: dict[int, _Tracked] = {}
         self.budget = SNAPSHOT_BUDGET
+        self.last_steps: dict[int, int] = {}   # id(optimizer) -> its last sampled step
+        self.written: dict[int, bool] = {}     # id(optimizer) -> a backward() changed its gradient since that step
+        self.before: dict[int, float | None] = {}
+        self.repeated_steps = 0  # sampled steps taken with no backward() into the optimizer since its previous one
+
+    def on_before_backward(self, tensors):
+        for opt in self.session.live_optimizers():
+            self.before[id(opt)] = self.session.grad_norm(opt)
+
+    def on_after_backward(self, tensors):
+        for opt in self.session.live_optimizers():
+            if self.session.grad_norm(opt) != self.before.get(id(opt)):
+                self.written[id(opt)] = True
 
     def _snapshot(self, p):
         if p.numel() <= min(SNAPSHOT_NUMEL, self.budget):
@@ -77,6 +91,13 @@ class ParamsNotInOptimizer(Check):
 
     def on_step_pre(self, optimizer):
         s = self.session
+        # an optimizer stepped again with no backward() writing into its gradient since its previous
+        # step (both seen): it was stepped on another network's loss, in that optimizer's place
+        last = self.last_steps.get(id(optimizer))
+        if last == s.step - 1 and not self.written.get(id(optimizer)) and s.grad_norm(optimizer):
+            self.repeated_steps += 1
+        self.last_steps[id(optimizer)] = s.step
+        self.written[id(optimizer)] = False
         if s.optimizer_info(optimizer) is not s.primary_info():
             return  # once per step, at the primary optimizer
         held, idle = set(), {}  # ids held by an optimizer that has stepped; id -> a holder that has not
@@ -131,7 +152,7 @@ class ParamsNotInOptimizer(Check):
         idle = next((t.idle for t in stuck if t.idle is not None and t.idle.steps == 0), None)
         steps = sum(info.steps for info in optimizers)
         entry = None
-        if idle is not None and s.backward_calls - steps >= UNAPPLIED_SHARE * s.backward_calls:
+        if idle is not None and not self.repeated_steps and s.backward_calls - steps >= UNAPPLIED_SHARE * s.backward_calls:
             held_by = (f"the optimizer that holds them, {idle.cls} ({created_at('optimizer', idle.site)}), never "
                        f"stepped: {plural(s.backward_calls, 'backward pass', 'backward passes')} against "
                        f"{plural(steps, 'optimizer step')} in all, so the gradients its loss leaves are never applied; "
