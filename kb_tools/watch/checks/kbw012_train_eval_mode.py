@@ -15,8 +15,10 @@ a model whose output another watched model takes as its input, a GAN's generator
 this way: its samples drawn for a picture are not an evaluation).
 Criterion, training in eval mode: on at least 3 optimizer steps with a backward(), the model's
 forward ran with grad enabled while the model itself was in eval mode and holds Dropout (p > 0)
-or BatchNorm layers, with no forward in training mode in the same step. A submodule frozen with
-.eval() inside a model in training mode is deliberate (frozen-batchnorm-stats) and not reported.
+or BatchNorm layers, with no forward in training mode in the same step, and a live optimizer holds
+its parameters (a frozen network run in eval mode for its features, with the gradient passing
+through it to something else, is not being trained). A submodule frozen with .eval() inside a
+model in training mode is deliberate (frozen-batchnorm-stats) and not reported.
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ class _Model:
         self.run_step = None
         self.eval_forwards = 0    # grad-free train-mode forwards counted (runs of >= 2)
         self.eval_step = self.eval_site = None
-        self.pending = None       # (step, backward calls) of an eval-mode forward with grad
+        self.pending = None       # (step, backward calls, parameters held by an optimizer) of an eval-mode forward with grad
         self.train_steps = 0
         self.train_first = None
         self.last = None          # (backward calls, step, [got a gradient]) of the last train-mode forward with grad
@@ -107,7 +109,7 @@ class TrainEvalMode(Check):
             if module.training:
                 st.pending = None  # this step trains in training mode: any earlier eval forward was not training
             else:
-                st.pending = (s.step, s.backward_calls)
+                st.pending = (s.step, s.backward_calls, self._held(st))
             return
         if not module.training or not any(getattr(m(), "training", False) for _, m in st.layers):
             return
@@ -173,11 +175,19 @@ class TrainEvalMode(Check):
                         st.unreached_last, st.unreached_steps = step, st.unreached_steps + 1
             st.candidates.clear()
 
+    def _held(self, st: _Model) -> bool:
+        """Whether a live optimizer holds the model's parameters now (read at the forward, while the
+        run's objects are alive): a frozen network run in eval mode with grad enabled (a feature
+        extractor the gradient passes through) is not being trained."""
+        module = st.info.module
+        held = self.session.trainable_ids()
+        return module is not None and any(id(p) in held for p in module.parameters())
+
     def _settle(self, st: _Model) -> None:
         """Count a step trained in eval mode once it is over: it had a backward() after the forward."""
         s = self.session
         if st.pending is not None and s.step > st.pending[0]:
-            if s.backward_calls > st.pending[1]:
+            if s.backward_calls > st.pending[1] and st.pending[2]:
                 st.train_steps += 1
                 if st.train_first is None:
                     st.train_first = st.pending[0]
