@@ -28,7 +28,7 @@ class ClipBeforeUnscale(Check):
     code = "KBW029"
     name = "clip-before-unscale"
     entry = "clip-before-unscale"
-    title = "clip_grad_norm_ on GradScaler-scaled gradients (no scaler.unscale_(optimizer) before it)"
+    title = "clip_grad_norm_ or clip_grad_value_ on GradScaler-scaled gradients (no scaler.unscale_(optimizer) before it)"
     confidence = 0.93
 
     def __init__(self, session):
