@@ -198,6 +198,7 @@ class Session:
         self.sampled_steps = 1       # step 0 is sampled
         self.stopped = False
         self.backward_calls = 0
+        self._norms_before: dict[int, float | None] = {}  # id(optimizer) -> gradient norm before this sampled backward
         self.batches = 0
         self.depth = 0               # nesting of module forwards (sampled steps only)
         self.in_loss = self.in_backward = False
@@ -511,7 +512,20 @@ class Session:
             self.dispatch("on_any_backward", tensors)
         if self.sampled:
             self._event += 1
+            self._norms_before = {id(opt): self.grad_norm(opt) for opt in self.live_optimizers()}
             self.dispatch("on_before_backward", tensors)
+
+    def grad_norm_before_backward(self, opt) -> float | None:
+        """The gradient norm of `opt` just before the current sampled backward() (None: no gradient)."""
+        return self._norms_before.get(id(opt))
+
+    def backward_wrote(self, opt) -> bool:
+        """In on_after_backward: whether that backward() changed the gradient of `opt`'s parameters
+        (shared, so that checks asking which network a backward reached compute the norms once)."""
+        before, now = self._norms_before.get(id(opt)), self.grad_norm(opt)
+        if not now:
+            return False
+        return before is None or abs(now - before) > 1e-6 * max(now, before)
 
     def after_backward(self, tensors) -> None:
         if self.sampled:

@@ -61,16 +61,11 @@ class ParamsNotInOptimizer(Check):
         self.budget = SNAPSHOT_BUDGET
         self.last_steps: dict[int, int] = {}   # id(optimizer) -> its last sampled step
         self.written: dict[int, bool] = {}     # id(optimizer) -> a backward() changed its gradient since that step
-        self.before: dict[int, float | None] = {}
         self.repeated_steps = 0  # sampled steps taken with no backward() into the optimizer since its previous one
-
-    def on_before_backward(self, tensors):
-        for opt in self.session.live_optimizers():
-            self.before[id(opt)] = self.session.grad_norm(opt)
 
     def on_after_backward(self, tensors):
         for opt in self.session.live_optimizers():
-            if self.session.grad_norm(opt) != self.before.get(id(opt)):
+            if self.session.backward_wrote(opt):
                 self.written[id(opt)] = True
 
     def _snapshot(self, p):

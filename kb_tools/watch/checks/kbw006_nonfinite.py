@@ -13,7 +13,8 @@ the finding names nan-grad-at-zero. When the first non-finite module output is f
 inf while that module's weights and the batch were finite, it names fp16-overflow.
 
 Between sampled steps the gradient is watched too: on each unsampled step the total gradient
-norm is taken, and a NaN under a finite loss dates the NaN to that step. On the CPU the norm is
+norm is taken (tensors.grad_norm_tensor, the helper the sampled steps use), and a NaN under a
+finite loss dates the NaN to that step. On the CPU the norm is
 read at once, and the ops are read from that step's graph. On an accelerator, to avoid a
 synchronisation per step, the norm and the finiteness of the loss go into a flag kept on the
 device, read at the next sampled step, whose graph (the same code) is then the one read.
@@ -59,15 +60,6 @@ def _graph_ops(grad_fns) -> tuple:
         elif name.startswith("WhereBackward"):
             where = True
     return sorted(roots), where
-
-
-def _norm_sum(grads) -> torch.Tensor:
-    """The sum of the gradients' norms, NaN when one of them holds a NaN: fewer ops than the total
-    norm, for a test made on every step."""
-    try:
-        return torch.stack(torch._foreach_norm(grads)).sum()
-    except (RuntimeError, TypeError, NotImplementedError):  # sparse, mixed dtypes or devices
-        return grad_norm_tensor(grads)
 
 
 def _read_at_once(t) -> bool:
@@ -192,7 +184,7 @@ class NonFinite(Check):
         grads = [p.grad for p in s.params_of(optimizer) if p.grad is not None]
         if not grads:
             return
-        norm = _norm_sum(grads)
+        norm = grad_norm_tensor(grads)
         if _read_at_once(norm):
             if math.isnan(float(norm)) and _finite(loss):
                 self.grad_step, self.grad_with_finite_loss, self.grad_unsampled = s.step, True, True

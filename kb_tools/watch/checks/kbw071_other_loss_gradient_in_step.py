@@ -20,12 +20,11 @@ MAX_WRITERS = 64  # backward passes remembered per optimizer between its clears
 
 
 class _Opt:
-    __slots__ = ("writers", "steps", "before")
+    __slots__ = ("writers", "steps")
 
     def __init__(self):
         self.writers: list = []  # (time, step, ids of the optimizers that backward wrote into)
         self.steps: list = []    # times of its latest steps (a few)
-        self.before = None       # its gradient norm before the current backward
 
 
 class OtherLossGradientInStep(Check):
@@ -49,17 +48,12 @@ class OtherLossGradientInStep(Check):
 
     def on_before_backward(self, tensors):
         for opt, st in self._live():
-            st.before = self.session.grad_norm(opt)
-            if not st.before:
+            if not self.session.grad_norm_before_backward(opt):
                 st.writers = []  # cleared (set to None or zeroed) since: earlier writers are gone
 
     def on_after_backward(self, tensors):
         self.time += 1
-        wrote = []
-        for opt, st in self._live():
-            now = self.session.grad_norm(opt)
-            if now and (st.before is None or abs(now - st.before) > 1e-6 * max(now, st.before)):
-                wrote.append((opt, st))
+        wrote = [(opt, st) for opt, st in self._live() if self.session.backward_wrote(opt)]
         ids = frozenset(id(opt) for opt, _ in wrote)
         for _, st in wrote:
             if len(st.writers) < MAX_WRITERS:
