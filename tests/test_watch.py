@@ -794,3 +794,37 @@ def test_a_model_that_returns_a_parameter_gets_no_hook_on_it(one_thread):
         optimizer.step()
     handle.stop()
     assert not model.logits._backward_hooks
+
+
+@pytest.mark.parametrize("source, result, order", [
+    ((8, 16, 16, 3), (8, 3, 16, 16), (8, 3, 16, 16)),   # NHWC batch viewed as NCHW
+    ((2, 32, 48), (32, 96), (32, 2, 48)),               # (directions, B, H) final state viewed (B, 2H)
+    ((4, 8, 16, 32), (4, 16, 256), (4, 16, 8, 32)),     # (B, heads, T, D) merged as (B, T, heads * D)
+    ((32, 10, 8), (10, 32, 8), (10, 32, 8)),            # batch-first read as time-major
+    ((4, 6), (6, 4), (6, 4)),
+    ((8, 3, 16, 16), (8, 3, 256), None),                # merge neighbours
+    ((4, 16, 256), (4, 16, 8, 32), None),               # split one axis
+    ((8, 16, 16, 6), (8, 256, 2, 3), None),             # a merge and a split side by side
+    ((10, 32, 64), (10, 256, 8), None),                 # split into heads and merge with batch: no reordering
+    ((2, 6), (3, 4), None),                             # crossing, but no order of (2, 6) gives it
+    ((32, 784), (32, 1, 28, 28), None),                 # size-1 axes are left out
+    ((8, 8, 8), (8, 8, 8), None),                       # equal sizes swapped keep the shape: not seen
+], ids=["nhwc", "lstm-state", "heads", "time-major", "matrix", "merge", "split", "merge-and-split", "mha-split",
+        "no-order", "unit-axis", "same-shape"])
+def test_a_view_is_a_reordering_only_when_it_crosses_its_input_and_a_reorder_gives_it(source, result, order):
+    from kb_tools.watch.checks.kbw074_view_reorders_dimensions import reordering
+    assert reordering(source, result) == order
+
+
+def test_a_row_has_one_fingerprint_wherever_it_sits_and_other_rows_get_others():
+    from kb_tools.watch.checks.tensors import row_fingerprints
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randn(40, 3, 12, 12, generator=g)
+    alone = row_fingerprints(rows)
+    assert len(set(alone)) == 40                                     # different rows, different numbers
+    mixed = row_fingerprints(torch.cat([rows[25:], torch.randn(7, 3, 12, 12, generator=g), rows[:25]]))
+    assert mixed[:15] == alone[25:] and mixed[22:] == alone[:25]     # the same row in another batch and place
+    assert row_fingerprints(rows.double())[:3] != alone[:3]          # bit patterns: the dtype is part of the row
+    assert row_fingerprints(torch.randint(0, 9, (8, 16), generator=g)) is not None
+    assert row_fingerprints(torch.randn(8, 4)) is None               # too few values to tell rows apart
+    assert row_fingerprints(torch.randn(1, 64)) is None

@@ -22,6 +22,9 @@ on uninstall, so the user's code needs no change:
   on the result; only a reduction of one element per output value looks at its values;
 - log and log1p (torch's and the Tensor methods): on sampled steps, while a check listens, a result
   that requires grad reaches the checks with its input (a loss written by hand, such as a GAN's);
+- view and reshape (Tensor.view, Tensor.reshape, torch.reshape): on sampled steps, while a check
+  listens, a result of another shape reaches the checks with both shapes (a view that reorders
+  dimensions instead of a permute);
 - torch.utils.checkpoint.checkpoint: a reentrant call whose inputs need no gradient reaches the
   checks on sampled steps;
 - Module.load_state_dict: what it reports (the keys missing from the checkpoint and the keys it
@@ -52,6 +55,7 @@ from kb_tools.watch.sites import StopWatching, user_site
 
 SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
 LOG_FUNCTIONS = ("log", "log1p")
+RESHAPE_METHODS = ("view", "reshape")
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
                   "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "ctc_loss")
 _MISSING = object()
@@ -124,6 +128,22 @@ def _log_wrapper(name: str, original):
             source = args[0] if args else kwargs.get("input")
             if isinstance(source, torch.Tensor):
                 _guard(s, name, s.log_call, name, source, out)
+        return out
+    return wrapper
+
+
+def _reshape_wrapper(name: str, original):
+    """Tensor.view / reshape and torch.reshape: on a sampled step, while a check listens, a result of
+    another shape (same dtype) reaches the checks as two shapes; otherwise one attribute test per call."""
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        out = original(*args, **kwargs)
+        s = _active
+        if s is not None and s.sampled and s.reshape_watched and not s.stopped:
+            source = args[0] if args else kwargs.get("input")
+            if isinstance(source, torch.Tensor) and isinstance(out, torch.Tensor) and out.shape != source.shape \
+                    and out.dtype == source.dtype:
+                _guard(s, name, s.reshape_call, name, source.shape, out.shape)
         return out
     return wrapper
 
@@ -246,6 +266,9 @@ class Instrumentation:
         for name in LOG_FUNCTIONS:
             self._patch(torch, name, _log_wrapper(name, getattr(torch, name)))
             self._patch(torch.Tensor, name, _log_wrapper(name, getattr(torch.Tensor, name)))
+        for name in RESHAPE_METHODS:
+            self._patch(torch.Tensor, name, _reshape_wrapper(name, getattr(torch.Tensor, name)))
+        self._patch(torch, "reshape", _reshape_wrapper("reshape", torch.reshape))
         self._patch(torch.autograd, "backward", _backward_wrapper(torch.autograd.backward))
         self._patch(torch.autograd, "grad", _autograd_grad_wrapper(torch.autograd.grad))
         self._patch(torch.nn.Module, "__init__", _site_recorder(torch.nn.Module.__init__, "module"))

@@ -335,11 +335,13 @@ class Session:
                         self.param_owner[key] = id(sub)
 
     def _model_pre_hook(self, module, args):
-        handlers = self._handlers["on_root_forward"]
-        if handlers:
+        if self._handlers["on_root_forward"] or self._handlers["on_root_input"]:
             info = next((m for m in self.models if m.ref() is module), None)
             if info is not None:
-                self.dispatch("on_root_forward", info, torch.is_grad_enabled())
+                grad_enabled = torch.is_grad_enabled()
+                self.dispatch("on_root_forward", info, grad_enabled)
+                if self._handlers["on_root_input"]:
+                    self.dispatch("on_root_input", info, args, grad_enabled)
 
     def _model_post_hook(self, module, args, output):
         info = next((m for m in self.models if m.ref() is module), None)
@@ -589,6 +591,13 @@ class Session:
 
     def log_call(self, name: str, source, result) -> None:
         self.dispatch("on_log", name, source, result)
+
+    @property
+    def reshape_watched(self) -> bool:
+        return bool(self._handlers["on_reshape"])
+
+    def reshape_call(self, name: str, source_shape, result_shape) -> None:
+        self.dispatch("on_reshape", name, tuple(source_shape), tuple(result_shape))
 
     @property
     def autograd_grad_watched(self) -> bool:

@@ -17,14 +17,11 @@ UNDETECTABLE = {
                                   "fact about the data's meaning; the tensors look ordinary",
     "class-index-mismatch": "the label numbering of two folders differs only in the datasets' class_to_idx; the targets "
                             "are plain integers either way",
-    "data-leakage": "shared source items across the split need the identity of each row, which tensors do not carry",
     "dataloader-worker-seeds": "the random streams live in the worker processes; a repeated augmentation looks like "
                                "any other batch in the main process",
     "eval-augmentation-on": "the transforms are configured in the dataset objects, outside any torch call the run makes",
     "stale-optimizer-state": "the state comes from another phase or is lost between two runs (a resume); whether "
                              "reusing it is wrong depends on what the phase change meant",
-    "view-instead-of-permute": "a reshape that reorders values is an ordinary operation; only the layout the data "
-                               "was stored in, which tensors do not carry, says it is wrong",
     "per-sample-input-normalization": "a per-sample normalisation is an ordinary operation; that the label depended on "
                                       "the erased level is a fact about the task",
     "stale-preprocessing-cache": "the cache is files on disk written by an earlier program; the run reads tensors",
@@ -36,8 +33,6 @@ UNDETECTABLE = {
     "bos-token-duplication": "which id is BOS and what the chat template adds are tokenizer facts; ids alone do not say",
     "chat-template-mismatch": "the inference template is used in another program than the training run",
     "labels-dropped-before-model": "the model's own code path returns no loss (it fails in the model, with its own error)",
-    "labels-shifted-twice": "whether targets are shifted once or twice depends on what the collator and the model's "
-                            "loss each do; both are ordinary index operations",
     "lora-not-merged": "the mistake is in the exported or served weights, after the run",
     "lora-target-modules": "which layers were meant to get adapters is the user's intent",
     "loss-on-prompt-tokens": "which positions are the prompt is a tokenizer and template fact; the loss sees ids",

@@ -24,6 +24,8 @@ from kb_tools.watch.report import Finding
 # `warmup` steps, then every `every`-th); the others run on every call and must be cheap.
 EVENTS = {
     "on_root_forward": "every call of a watched model (model, grad_enabled): must cost microseconds",
+    "on_root_input": "every call of a watched model is about to run (model, positional args, grad_enabled): must "
+                     "cost microseconds unless the check decides to look",
     "on_root_output": "every call of a watched model returned (model, output, grad_enabled): must cost microseconds",
     "on_module_forward": "sampled: every module's forward (module, output, grad_enabled)",
     "on_module_input": "sampled: a module's forward is about to run (module, args); dispatched only when a check has it",
@@ -44,6 +46,8 @@ EVENTS = {
                  "(name, input shape, output shape, grad_enabled, site)",
     "on_log": "sampled: torch.log or log1p (or the Tensor method) returned a result that requires grad "
               "(name, input, output); dispatched only when a check has it",
+    "on_reshape": "sampled: Tensor.view / Tensor.reshape / torch.reshape returned a result of another shape "
+                  "(name, input shape, output shape); dispatched only when a check has it",
     "on_autograd_grad": "sampled: torch.autograd.grad with create_graph=True returned (outputs, its results, site); "
                         "dispatched only when a check has it",
     "on_checkpoint": "sampled: a reentrant torch.utils.checkpoint call, grad enabled, no input requiring grad "
@@ -71,6 +75,7 @@ class Check:
 
     # callbacks: the defaults do nothing, and the session skips checks that keep them
     def on_root_forward(self, model, grad_enabled): pass
+    def on_root_input(self, model, args, grad_enabled): pass
     def on_root_output(self, model, output, grad_enabled): pass
     def on_module_forward(self, module, output, grad_enabled): pass
     def on_module_input(self, module, args): pass
@@ -86,6 +91,7 @@ class Check:
     def on_any_batch(self, loader, batch, serial): pass
     def on_clip(self, call): pass
     def on_autograd_grad(self, outputs, results, site): pass
+    def on_reshape(self, name, source_shape, result_shape): pass
     def on_dropout(self, p): pass
     def on_spread(self, call): pass
     def on_log(self, name, source, output): pass

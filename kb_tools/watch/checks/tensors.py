@@ -98,6 +98,39 @@ def fingerprint(t: torch.Tensor) -> tuple | None:
     return (tuple(t.shape), str(t.dtype), tuple(values))
 
 
+ROW_COLUMNS = 256   # strided elements of a row that its fingerprint reads
+_BITS = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+_row_weights: dict = {}
+
+
+def row_fingerprints(t: torch.Tensor, min_columns: int = 8) -> list | None:
+    """One integer per row (first dimension) of `t`, equal for rows with equal values: up to ROW_COLUMNS
+    strided elements, read as their bit patterns, times fixed odd weights, summed in int64 (integer
+    sums wrap the same way in any order, so a row gets the same number in any batch, on any device).
+    None for a tensor of fewer than 2 rows or fewer than `min_columns` elements per row."""
+    if t.dim() < 2 or t.shape[0] < 2 or t.is_complex() or t.is_sparse:
+        return None
+    rows = t.detach().reshape(t.shape[0], -1)
+    if rows.shape[1] < min_columns:
+        return None
+    if rows.shape[1] > ROW_COLUMNS:
+        rows = rows[:, ::rows.shape[1] // ROW_COLUMNS][:, :ROW_COLUMNS]
+    if rows.is_floating_point():
+        bits = _BITS.get(rows.dtype)
+        if bits is None:
+            return None
+        rows = rows.contiguous().view(bits)
+    rows = rows.to(torch.int64)
+    key = (rows.shape[1], rows.device)
+    weights = _row_weights.get(key)
+    if weights is None:
+        g = torch.Generator().manual_seed(rows.shape[1])
+        weights = (torch.randint(1, 2 ** 62, (rows.shape[1],), generator=g, dtype=torch.int64) * 2 + 1).to(rows.device)
+        if len(_row_weights) < 64:
+            _row_weights[key] = weights
+    return (rows * weights).sum(1).tolist()
+
+
 def graph_nodes(tensors, max_nodes: int = 20_000):
     """The autograd nodes behind `tensors`, each once, depth first, at most `max_nodes` of them."""
     return nodes_from([t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None], max_nodes)

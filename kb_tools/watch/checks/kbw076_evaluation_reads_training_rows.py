@@ -1,0 +1,169 @@
+"""KBW076: the rows a model is evaluated on are rows it trained on in the same run: a validation
+split that overlaps the training split (a split drawn differently per rank or per fold, rows of one
+item on both sides), or a validation loop that reads the training data.
+
+Criterion: rows are the first dimension of the first tensor a watched model receives, or the
+tensors of a list of same-shaped tensors given as its first argument (at least 8 values each),
+compared by an exact fingerprint (tensors.row_fingerprints). Training rows: the model's inputs with
+grad enabled, on every step for inputs in CPU memory and on sampled steps for inputs on an
+accelerator (at least MIN_TRAIN_ROWS, in batches with at most MAX_DUPLICATES of their rows repeated
+inside the same batch: data with many equal rows is not judged). Evaluation rows: the inputs of a
+run of at least MIN_PASS consecutive calls of the model under no_grad with no grad-enabled call and
+no backward() between them (a target computed under no_grad inside a training step is one call, not
+a run), grouped by the DataLoader they came from, at most MAX_EVAL_ROWS per run. Every group of at
+least MIN_SOURCE_ROWS evaluation rows has at least MIN_SHARE of them among the training rows seen
+before it (on an accelerator the sampled steps see only part of the training rows, so the share of
+a full overlap reads lower than 1). One evaluation stream that shares no rows with training (a
+clean validation split beside a training-accuracy pass) keeps the check silent. Augmented training
+rows differ from their source and are not matched.
+"""
+from __future__ import annotations
+
+import torch
+
+from kb_tools.watch.checks import Check, names, plural
+from kb_tools.watch.checks.tensors import first_tensor, row_fingerprints
+
+MIN_TRAIN_ROWS = 64
+MAX_DUPLICATES = 0.02
+MIN_PASS = 2
+MAX_EVAL_ROWS = 8192
+MIN_SOURCE_ROWS = 32
+MIN_SHARE = 0.25
+MAX_TRAIN_ROWS = 100_000   # fingerprints kept per model (a few MB)
+MAX_MODELS = 4
+MAX_SOURCES = 8
+
+
+class _Model:
+    def __init__(self, name: str):
+        self.name = name
+        self.train: set = set()
+        self.train_rows = 0
+        self.repeated = 0          # rows equal to another row of the same training batch
+        self.pending: list = []    # [(loader key, fingerprints)] of the current run of no_grad calls
+        self.sources: dict = {}    # loader key -> [rows, rows seen in training, first step]
+        self.train_loaders: set = set()  # loader keys whose batches the model trained on
+
+
+class EvaluationReadsTrainingRows(Check):
+    __doc__ = __doc__
+    code = "KBW076"
+    name = "evaluation-reads-training-rows"
+    entry = "data-leakage"
+    title = "the rows the model is evaluated on are rows it trained on in this run"
+    confidence = 0.6
+
+    def __init__(self, session):
+        super().__init__(session)
+        self.models: dict = {}       # id(ModelInfo) -> _Model
+        self.last_loader = None      # id of the DataLoader that yielded the latest batch
+        self.eval_rows_left = MAX_EVAL_ROWS
+
+    def on_any_batch(self, loader, batch, serial):
+        self.last_loader = id(loader)
+
+    def _model(self, info):
+        m = self.models.get(id(info))
+        if m is None and len(self.models) < MAX_MODELS:
+            m = self.models[id(info)] = _Model(info.cls)
+        return m
+
+    def on_root_input(self, model, args, grad_enabled):
+        if grad_enabled:
+            m = self.models.get(id(model))
+            if m is not None:
+                self._close(m)
+            m = self._model(model)
+            if m is None:
+                return
+            rows = self._rows(args, cpu_only=not self.session.sampled)
+            if rows is None:
+                return
+            if len(m.train_loaders) < MAX_SOURCES:
+                m.train_loaders.add(self.last_loader)
+            m.repeated += len(rows) - len(set(rows))
+            m.train_rows += len(rows)
+            if len(m.train) < MAX_TRAIN_ROWS:
+                m.train.update(rows)
+            return
+        if self.eval_rows_left <= 0:
+            return
+        m = self.models.get(id(model))
+        if m is None or m.train_rows == 0:
+            return
+        rows = self._rows(args)
+        if rows is None:
+            return
+        self.eval_rows_left -= len(rows)
+        m.pending.append((self.last_loader, rows))
+
+    def on_any_backward(self, tensors):
+        for m in self.models.values():
+            self._close(m)
+
+    def on_end(self):
+        for m in self.models.values():
+            self._close(m)
+
+    @staticmethod
+    def _rows(args, cpu_only: bool = False):
+        """Fingerprints of the rows of the first input; a list of same-shaped tensors (the images a
+        torchvision-style detector takes) is one row per tensor. With `cpu_only`, None for an input
+        on an accelerator (reading its fingerprints would synchronise an unsampled step)."""
+        first = args[0] if args else None
+        if isinstance(first, (list, tuple)) and 2 <= len(first) <= 1024 \
+                and all(isinstance(t, torch.Tensor) for t in first) and len({t.shape for t in first}) == 1:
+            if cpu_only and first[0].device.type != "cpu":
+                return None
+            return row_fingerprints(torch.stack([t.detach() for t in first]))
+        x = first_tensor(args)
+        if x is None or (cpu_only and x.device.type != "cpu"):
+            return None
+        return row_fingerprints(x)
+
+    def _close(self, m: _Model) -> None:
+        """The run of no_grad calls is over: an evaluation when it had at least MIN_PASS calls."""
+        if not m.pending:
+            return
+        if len(m.pending) >= MIN_PASS:
+            for key, rows in m.pending:
+                src = m.sources.get(key)
+                if src is None:
+                    if len(m.sources) >= MAX_SOURCES:
+                        continue
+                    src = m.sources[key] = [0, 0, self.session.step]
+                src[0] += len(rows)
+                src[1] += sum(r in m.train for r in rows)
+        m.pending = []
+
+    def findings(self) -> list:
+        out = []
+        for m in self.models.values():
+            if m.train_rows < MIN_TRAIN_ROWS or m.repeated > MAX_DUPLICATES * m.train_rows:
+                continue
+            judged = [(key, rows, seen, step) for key, (rows, seen, step) in m.sources.items()
+                      if rows >= MIN_SOURCE_ROWS]
+            if not judged or any(seen < MIN_SHARE * rows for _, rows, seen, _ in judged):
+                continue
+            rows = sum(j[1] for j in judged)
+            seen = sum(j[2] for j in judged)
+            step = min(j[3] for j in judged)
+            loaders = list(dict.fromkeys(self._loader(key) + (", which also feeds training"
+                                                              if key is not None and key in m.train_loaders else "")
+                                         for key, *_ in judged))
+            message = (f"{seen} of {plural(rows, 'row')} {m.name} was evaluated on under no_grad (from "
+                       f"{names(loaders)}, from step {step}) are exact copies of rows it trained on earlier in "
+                       f"this run ({seen / rows:.0%}): the evaluation scores memorised rows, not unseen data. "
+                       f"Split once, by item, before any per-rank or per-fold seeding, and evaluate on the "
+                       f"held-out split (if this pass is meant to measure training accuracy, add a held-out one)")
+            out.append(self.finding(message, step=step, evidence={
+                "model": m.name, "evaluation_rows": rows, "rows_seen_in_training": seen,
+                "training_rows_sampled": m.train_rows, "sources": loaders}))
+        return out
+
+    def _loader(self, key) -> str:
+        info = self.session.loaders.get(key) if key is not None else None
+        if info is None:
+            return "tensors indexed without a DataLoader" if key is None else "a DataLoader"
+        return f"the DataLoader created at {info.site}" if info.site else "a DataLoader"
