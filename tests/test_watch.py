@@ -809,8 +809,11 @@ def test_a_model_that_returns_a_parameter_gets_no_hook_on_it(one_thread):
     ((2, 6), (3, 4), None),                             # crossing, but no order of (2, 6) gives it
     ((32, 784), (32, 1, 28, 28), None),                 # size-1 axes are left out
     ((8, 8, 8), (8, 8, 8), None),                       # equal sizes swapped keep the shape: not seen
+    ((64, 32, 4, 4), (4, 4, 4, 4, 4, 32), (64, 4, 4, 32)),  # channels-first windows read as channels-last
+    ((64, 4, 4, 32), (4, 4, 4, 4, 4, 32), None),        # channels-last windows split back: no reordering
+    ((100, 32, 512), (100, 256, 64), None),             # (T, B, E) heads split and merged with the batch
 ], ids=["nhwc", "lstm-state", "heads", "time-major", "matrix", "merge", "split", "merge-and-split", "mha-split",
-        "no-order", "unit-axis", "same-shape"])
+        "no-order", "unit-axis", "same-shape", "windows-unpermuted", "windows", "mha-realistic"])
 def test_a_view_is_a_reordering_only_when_it_crosses_its_input_and_a_reorder_gives_it(source, result, order):
     from kb_tools.watch.checks.kbw074_view_reorders_dimensions import reordering
     assert reordering(source, result) == order

@@ -7,7 +7,9 @@ dimensions left out) crosses the input's: some output dimension spans part of on
 part of the next without containing either (a split, a merge, or a split and a merge side by side
 never cross), and the output is exactly the input's dimensions taken in another order and grouped in
 runs (the (N, C, H, W) above is (N, H, W, C) reordered; (B, T, H * D) is (B, H, T, D) reordered and
-grouped). The same call site does this on at least MIN_STEPS sampled steps. Calls made by torch's own
+grouped), or else the input's dimensions in another order, split and grouped without crossing, where
+every dimension that moved is a whole dimension of the output (windows (B * n, C, h, w) viewed as
+(B, n, h, w, C) without their permute). The same call site does this on at least MIN_STEPS sampled steps. Calls made by torch's own
 code are left out: nn.MultiheadAttention's head split, (T, B, E) into (T, B * heads, E / heads), matches
 the rule whenever B * heads happens to equal E and E / heads equals B. A reshape whose sizes
 only coincide with a reordering would also match; sizes that are all different make that unlikely,
@@ -58,14 +60,20 @@ def _grouped(order: tuple, result: tuple) -> bool:
 
 
 def reordering(source: tuple, result: tuple) -> tuple | None:
-    """The order of `source`'s dimensions (size 1 left out) that, grouped in runs, gives `result`,
-    when `result` crosses `source` and such an order other than the given one exists; else None."""
+    """The order of `source`'s dimensions (size 1 left out) that gives `result` when `result`
+    crosses `source`: grouped in runs, or else split and grouped without crossing, with every axis
+    it moves kept whole in `result`; None when no order other than the given one does."""
     s = tuple(d for d in source if d != 1)
     r = tuple(d for d in result if d != 1)
     if s == r or len(s) < 2 or len(s) > MAX_DIMS or not crosses(s, r):
         return None
-    for order in sorted(set(itertools.permutations(s))):
-        if order != s and _grouped(order, r):
+    orders = [o for o in sorted(set(itertools.permutations(s))) if o != s]
+    for order in orders:
+        if _grouped(order, r):
+            return order
+    for order in orders:   # reordered, then some axes split (a batch axis into windows, say)
+        moved = {d for d, was in zip(order, s) if d != was}
+        if not crosses(order, r) and moved <= set(r):
             return order
     return None
 
