@@ -13,9 +13,11 @@ no backward() between them (a target computed under no_grad inside a training st
 a run), grouped by the DataLoader they came from, at most MAX_EVAL_ROWS per run. Every group of at
 least MIN_SOURCE_ROWS evaluation rows has at least MIN_SHARE of them among the training rows seen
 before it (on an accelerator the sampled steps see only part of the training rows, so the share of
-a full overlap reads lower than 1). One evaluation stream that shares no rows with training (a
-clean validation split beside a training-accuracy pass) keeps the check silent. Augmented training
-rows differ from their source and are not matched.
+a full overlap reads lower than 1). When another group shares (almost) no rows with training, a
+group counts only when its DataLoader is not a training loader and reads another dataset object
+than every training loader: a training-accuracy pass beside a clean validation split is silent,
+a validation set of its own whose rows were also trained on is not. Augmented training rows differ
+from their source and are not matched.
 """
 from __future__ import annotations
 
@@ -59,9 +61,12 @@ class EvaluationReadsTrainingRows(Check):
         self.models: dict = {}       # id(ModelInfo) -> _Model
         self.last_loader = None      # id of the DataLoader that yielded the latest batch
         self.eval_rows_left = MAX_EVAL_ROWS
+        self.datasets: dict = {}     # id(DataLoader) -> id(its dataset)
 
     def on_any_batch(self, loader, batch, serial):
         self.last_loader = id(loader)
+        if self.last_loader not in self.datasets and len(self.datasets) < 4 * MAX_SOURCES:
+            self.datasets[self.last_loader] = id(getattr(loader, "dataset", None))
 
     def _model(self, info):
         m = self.models.get(id(info))
@@ -144,8 +149,13 @@ class EvaluationReadsTrainingRows(Check):
                 continue
             judged = [(key, rows, seen, step) for key, (rows, seen, step) in m.sources.items()
                       if rows >= MIN_SOURCE_ROWS]
-            if not judged or any(seen < MIN_SHARE * rows for _, rows, seen, _ in judged):
+            if not judged:
                 continue
+            if any(seen < MIN_SHARE * rows for _, rows, seen, _ in judged):
+                # a clean stream beside the overlapping ones: only held-out sets of their own count
+                judged = [j for j in judged if j[2] >= MIN_SHARE * j[1] and not self._training_data(m, j[0])]
+                if not judged:
+                    continue
             rows = sum(j[1] for j in judged)
             seen = sum(j[2] for j in judged)
             step = min(j[3] for j in judged)
@@ -161,6 +171,14 @@ class EvaluationReadsTrainingRows(Check):
                 "model": m.name, "evaluation_rows": rows, "rows_seen_in_training": seen,
                 "training_rows_sampled": m.train_rows, "sources": loaders}))
         return out
+
+    def _training_data(self, m: _Model, key) -> bool:
+        """Whether the loader `key` reads training data by design: it is a training loader, or it reads
+        the dataset object a training loader reads (a training-accuracy pass); unknown without a loader."""
+        if key is None or key in m.train_loaders:
+            return True
+        dataset = self.datasets.get(key)
+        return dataset is not None and dataset in {self.datasets.get(k) for k in m.train_loaders}
 
     def _loader(self, key) -> str:
         info = self.session.loaders.get(key) if key is not None else None
