@@ -761,6 +761,7 @@ def test_torch_jit_script_compiles_under_watch_and_the_wrappers_return_after(tmp
     ([[2, 2, 5, 6, 7], [2, 2, 2, 5, 6]], (2, [(0, 0, 2), (1, 0, 3)])),                   # left padding
     ([[5, 6, 7, 7, 7], [5, 6, 7, 8, 9], [1, 2, 3, 4, 5]], None),  # one row ends in a repeat: text, not padding
     ([[5, 6, 7, 3, 3], [5, 6, 7, 4, 4]], None),                   # runs of a different id in each row
+    ([[1, 1, 5, 6, 7], [1, 1, 8, 9, 4], [1, 1, 3, 5, 2], [1, 1, 7, 8, 9]], None),  # a start token doubled, not padding
 ])
 def test_padding_is_a_run_of_one_id_at_one_edge_of_most_rows(rows, expected):
     from kb_tools.watch.checks.tensors import padding_runs

@@ -30,7 +30,6 @@ UNDETECTABLE = {
     "ddp-no-sync-accumulation": "which backward() ran inside no_sync() is internal to DDP and is not hooked",
     "nonfinite-any-rank-clip": "needs the per-rank skip and clip decisions compared across ranks; each rank is watched alone",
     # fine-tuning: tokenizer facts, export, inference
-    "bos-token-duplication": "which id is BOS and what the chat template adds are tokenizer facts; ids alone do not say",
     "chat-template-mismatch": "the inference template is used in another program than the training run",
     "labels-dropped-before-model": "the model's own code path returns no loss (it fails in the model, with its own error)",
     "lora-not-merged": "the mistake is in the exported or served weights, after the run",

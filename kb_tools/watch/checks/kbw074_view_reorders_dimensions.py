@@ -9,11 +9,11 @@ never cross), and the output is exactly the input's dimensions taken in another 
 runs (the (N, C, H, W) above is (N, H, W, C) reordered; (B, T, H * D) is (B, H, T, D) reordered and
 grouped), or else the input's dimensions in another order, split and grouped without crossing, where
 every dimension that moved is a whole dimension of the output (windows (B * n, C, h, w) viewed as
-(B, n, h, w, C) without their permute). The same call site does this on at least MIN_STEPS sampled steps. Calls made by torch's own
-code are left out: nn.MultiheadAttention's head split, (T, B, E) into (T, B * heads, E / heads), matches
-the rule whenever B * heads happens to equal E and E / heads equals B. A reshape whose sizes
-only coincide with a reordering would also match; sizes that are all different make that unlikely,
-and equal sizes swapped keep the shape, so that form is not seen.
+(B, n, h, w, C) without their permute). The same call site does this on at least MIN_STEPS sampled
+steps. Calls made by torch's own code are left out: nn.MultiheadAttention's head split, (T, B, E)
+into (T, B * heads, E / heads), matches the rule whenever B * heads happens to equal E and E / heads
+equals B. A reshape whose sizes only coincide with a reordering would also match; sizes that are all
+different make that unlikely, and equal sizes swapped keep the shape, so that form is not seen.
 """
 from __future__ import annotations
 

@@ -188,7 +188,9 @@ def padding_runs(ids, min_run: int = 2):
     (of the first PAD_ROWS) that end, or for left padding begin, with a run of at least `min_run`
     copies of one id, the same id in each and in at least half the rows examined; None when the
     ids do not look padded. Padding is a run of one id at one edge of most rows; text ends that way
-    only by chance, in a few rows and with a different id each time."""
+    only by chance, in a few rows and with a different id each time. Runs of one length opening every
+    row (at least 4 rows) are not read as left padding: that is a start token repeated, and padding
+    lengths vary with the sequences."""
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2 or ids.is_floating_point() or ids.is_complex() \
             or ids.shape[1] < 2 * min_run:
         return None
@@ -207,8 +209,10 @@ def padding_runs(ids, min_run: int = 2):
         if int(chosen.sum()) < max(2, (rows + 1) // 2):
             continue
         lengths = run.tolist()
-        spans = [(r, width - lengths[r], width) if side == "right" else (r, 0, lengths[r])
-                 for r in chosen.nonzero().flatten().tolist()]
+        picked = chosen.nonzero().flatten().tolist()
+        if side == "left" and len(picked) == rows >= 4 and len({lengths[r] for r in picked}) == 1:
+            continue  # every row opens with the same short run: a repeated start token, not left padding
+        spans = [(r, width - lengths[r], width) if side == "right" else (r, 0, lengths[r]) for r in picked]
         if best is None or sum(e - s for _, s, e in spans) > sum(e - s for _, s, e in best[1]):
             best = (pad, spans)
     return best
