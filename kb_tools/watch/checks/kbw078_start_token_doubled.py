@@ -4,9 +4,11 @@ by the text or the collator and again by the tokenizer or the model.
 Criterion: on a sampled step, an nn.Embedding of a watched model with at least MIN_VOCAB rows
 receives ids [B, T] (B >= MIN_ROWS, T >= 3) in which at least SHARE of the rows open with one id b
 twice (ids[:, 0] == ids[:, 1] == b, the same b in all of them) and then hold at least 3 distinct
-ids; b is not the batch's padding id (tensors.padding_runs: left padding opens rows with a run of
-the pad id). On at least MIN_CALLS sampled calls of that embedding and on at least SHARE of those
-compared. Segment and position embeddings have few rows or ids that change from position 0 to 1.
+ids; b holds at most ELSEWHERE of the other positions (a start token does not occur inside the
+text: a character-level template that opens with "##" is not one); b is not the batch's padding
+id (tensors.padding_runs: left padding opens rows with a run of the pad id). On at least MIN_CALLS
+sampled calls of that embedding and on at least SHARE of those compared. Segment and position
+embeddings have few rows or ids that change from position 0 to 1.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ MIN_ROWS = 4
 SHARE = 0.9
 MIN_CALLS = 3
 ROWS = 64          # rows examined per call
+ELSEWHERE = 0.01   # largest share of the other positions that may hold the doubled id
 MAX_EMBEDDINGS = 8
 
 
@@ -54,6 +57,9 @@ class StartTokenDoubled(Check):
         doubled = (first == token) & (second == token)
         varied = torch.tensor([len(set(row.tolist())) >= 3 for row in head])
         st[0] += 1
+        rest = head[:, 2:]
+        if float((rest == token).float().mean()) > ELSEWHERE:
+            return   # the token occurs inside the text too: a template that opens with "##", not a start token
         padded = padding_runs(ids)
         if padded is not None and padded[0] == token:
             return
