@@ -6,6 +6,12 @@ is None at step() while other parameters of the same optimizer have gradients: s
 between that module and the loss (.detach(), .data, .item(), a numpy round trip, a no_grad
 block) cut the graph, or its output never reaches the loss. A parameter its module no longer
 holds (replaced by a new nn.Parameter: KBW070's case) is left out.
+
+Second form, the same with the module run only under no_grad in those steps (never with grad
+enabled in the step, so not an evaluation pass beside training): `with torch.no_grad():
+feats = model.encoder(x)` in the training step while the encoder's parameters are in the optimizer
+that steps. Parameters kept out of every optimizer (a target network, a momentum encoder) are not
+read by either form.
 """
 from __future__ import annotations
 
@@ -25,15 +31,16 @@ class GraphCutInForward(Check):
     def __init__(self, session):
         super().__init__(session)
         self.ran: dict[int, object] = {}  # modules with own parameters that ran with grad, this step
+        self.ran_without_grad: dict[int, object] = {}  # ... that ran under no_grad, this step
         self.ran_step = None
         self.cut: dict[int, list] = {}  # id(param) -> [name, sampled steps without gradient, first step]
         self.got: set[int] = set()      # parameters that did get a gradient at some sampled step
 
     def on_module_forward(self, module, output, grad_enabled):
-        if grad_enabled and module._parameters:
+        if module._parameters:
             if self.ran_step != self.session.step:
-                self.ran, self.ran_step = {}, self.session.step
-            self.ran[id(module)] = module
+                self.ran, self.ran_without_grad, self.ran_step = {}, {}, self.session.step
+            (self.ran if grad_enabled else self.ran_without_grad)[id(module)] = module
 
     def on_step_pre(self, optimizer):
         s = self.session
@@ -48,10 +55,14 @@ class GraphCutInForward(Check):
                 self.got.add(id(p))
         for p in missing:
             key = id(p)
-            owner = self.ran.get(s.param_owner.get(key))
+            owner_id = s.param_owner.get(key)
+            owner = self.ran.get(owner_id)
+            no_grad = owner is None
+            if no_grad:
+                owner = self.ran_without_grad.get(owner_id)
             if key in self.got or owner is None or not any(q is p for q in owner._parameters.values()):
                 continue
-            entry = self.cut.setdefault(key, [s.param_name(p), 0, s.step, id(optimizer)])
+            entry = self.cut.setdefault(key, [s.param_name(p), 0, s.step, id(optimizer), no_grad])
             entry[1] += 1
 
     def findings(self) -> list:
@@ -60,11 +71,19 @@ class GraphCutInForward(Check):
             return []
         site = self.session.where()
         modules = list(dict.fromkeys(name.rsplit(".", 1)[0] if "." in name else name for name, *_ in cut))
-        message = (f"{plural(len(cut), 'parameter')} ({names([v[0] for v in cut])}) of "
-                   f"{plural(len(modules), 'module')} that ran in the forward pass with grad enabled never got a "
-                   f"gradient on {min(v[1] for v in cut)} sampled steps, while the rest of the model did "
-                   f"({created_at('optimizer', site)}): the graph is cut between {names(modules, 3)} and the loss "
-                   f"(.detach(), .data, .item(), numpy, no_grad), or its output never reaches the loss")
+        if all(v[4] for v in cut):
+            message = (f"{plural(len(cut), 'parameter')} ({names([v[0] for v in cut])}) of "
+                       f"{plural(len(modules), 'module')} in the optimizer ran only under torch.no_grad() in the "
+                       f"training steps and never got a gradient on {min(v[1] for v in cut)} sampled steps, while "
+                       f"the rest of the model did ({created_at('optimizer', site)}): {names(modules, 3)} is not "
+                       f"trained; run it with grad enabled, or leave its parameters out of the optimizer if it is "
+                       f"meant to stay frozen")
+        else:
+            message = (f"{plural(len(cut), 'parameter')} ({names([v[0] for v in cut])}) of "
+                       f"{plural(len(modules), 'module')} that ran in the forward pass with grad enabled never got "
+                       f"a gradient on {min(v[1] for v in cut)} sampled steps, while the rest of the model did "
+                       f"({created_at('optimizer', site)}): the graph is cut between {names(modules, 3)} and the "
+                       f"loss (.detach(), .data, .item(), numpy, no_grad), or its output never reaches the loss")
         evidence = {"parameters": [v[0] for v in cut][:50], "modules": modules[:20],
                     "sampled_steps_without_gradient": min(v[1] for v in cut), "first_step": min(v[2] for v in cut)}
         return [self.finding(message, evidence=evidence, where=site, step=min(v[2] for v in cut))]
