@@ -3,7 +3,8 @@
 Criterion: at one loss site, on at least 2 sampled calls and on every sampled call, every input
 value lies in [0, 1] and at least half lie strictly inside (0, 1), over at least 32
 values in all, and, when the input has autograd history, a sigmoid or softmax is among the last
-4 operations that made it (following each operation's first non-parameter input): the small
+4 operations that made it (following each operation's first non-parameter input; operations that
+only select or rearrange values, such as indexing, gather and view, are passed through uncounted): the small
 logits of an untrained network (a GAN's discriminator) can all lie in [0, 1], the output of a
 sigmoid always does. The loss applies its own sigmoid, so the probability it scores stays in
 (0.5, 0.73) and the loss has a floor near 0.5.
@@ -18,17 +19,28 @@ MIN_CALLS = 2
 MIN_VALUES = 32
 GRAPH_DEPTH = 4
 SQUASHING = ("Sigmoid", "Softmax")
+SELECTING = ("Select", "Slice", "Index", "Gather", "View", "Unsafe", "Reshape", "Squeeze", "Unsqueeze",
+             "Transpose", "Permute", "Expand", "Cat", "Stack", "Clone", "MaskedSelect", "Split", "Unbind")
+MAX_NODES = 16  # operations followed back in all, selections included
 
 
 def _made_by_squashing(x) -> bool:
-    """Whether one of the last GRAPH_DEPTH operations behind `x` is a sigmoid or softmax; True
-    when `x` has no autograd history (under no_grad the values alone decide)."""
+    """Whether one of the last GRAPH_DEPTH operations behind `x` is a sigmoid or softmax, not
+    counting operations that only select or rearrange values (indexing, gather, view, cat: a
+    sigmoid's outputs picked per question are still probabilities); True when `x` has no autograd
+    history (under no_grad the values alone decide)."""
     node = x.grad_fn
     if node is None:
         return True
-    for _ in range(GRAPH_DEPTH):
-        if any(k in type(node).__name__ for k in SQUASHING):
+    counted = 0
+    for _ in range(MAX_NODES):
+        name = type(node).__name__
+        if any(k in name for k in SQUASHING):
             return True
+        if not name.startswith(SELECTING):
+            counted += 1
+            if counted >= GRAPH_DEPTH:
+                return False
         node = next((fn for fn, _ in node.next_functions
                      if fn is not None and type(fn).__name__ != "AccumulateGrad"), None)
         if node is None:
