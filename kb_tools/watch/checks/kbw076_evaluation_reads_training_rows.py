@@ -17,14 +17,15 @@ a full overlap reads lower than 1). When another group shares (almost) no rows w
 group counts only when its DataLoader is not a training loader and reads another dataset object
 than every training loader: a training-accuracy pass beside a clean validation split is silent,
 a validation set of its own whose rows were also trained on is not. Augmented training rows differ
-from their source and are not matched.
+from their source and are not matched. A run whose sampled training losses are all kl_div or scored
+against the model's own input (deep clustering, autoencoders: no labels are learned) is not judged.
 """
 from __future__ import annotations
 
 import torch
 
 from kb_tools.watch.checks import Check, names, plural
-from kb_tools.watch.checks.tensors import first_tensor, row_fingerprints
+from kb_tools.watch.checks.tensors import fingerprint, first_tensor, row_fingerprints
 
 MIN_TRAIN_ROWS = 64
 MAX_DUPLICATES = 0.02
@@ -62,6 +63,8 @@ class EvaluationReadsTrainingRows(Check):
         self.last_loader = None      # id of the DataLoader that yielded the latest batch
         self.eval_rows_left = MAX_EVAL_ROWS
         self.datasets: dict = {}     # id(DataLoader) -> id(its dataset)
+        self.inputs = (None, set())  # (step, fingerprints of the models' first inputs with grad enabled)
+        self.label_losses = 0        # sampled training loss calls scored against something else than the input
 
     def on_any_batch(self, loader, batch, serial):
         self.last_loader = id(loader)
@@ -82,6 +85,13 @@ class EvaluationReadsTrainingRows(Check):
             m = self._model(model)
             if m is None:
                 return
+            if self.session.sampled:
+                x = first_tensor(args)
+                step = self.session.step
+                if self.inputs[0] != step:
+                    self.inputs = (step, set())
+                if x is not None and len(self.inputs[1]) < 8:
+                    self.inputs[1].add(fingerprint(x))
             rows = self._rows(args, cpu_only=not self.session.sampled)
             if rows is None:
                 return
@@ -102,6 +112,16 @@ class EvaluationReadsTrainingRows(Check):
             return
         self.eval_rows_left -= len(rows)
         m.pending.append((self.last_loader, rows))
+
+    def on_loss(self, call):
+        """Count training losses with targets of their own: a model trained only to reconstruct its
+        input or to match its own sharpened outputs (kl_div: deep clustering) learns no labels, and
+        scoring it on its training rows is how such methods are evaluated."""
+        y = call.target
+        if not call.grad_enabled or call.kind == "kl_div" or not isinstance(y, torch.Tensor) or y.numel() == 0:
+            return
+        if self.inputs[0] == self.session.step and fingerprint(y) not in self.inputs[1]:
+            self.label_losses += 1   # (a step whose inputs were not seen, a model's very first call, is not judged)
 
     def on_any_backward(self, tensors):
         for m in self.models.values():
@@ -144,6 +164,8 @@ class EvaluationReadsTrainingRows(Check):
 
     def findings(self) -> list:
         out = []
+        if not self.label_losses:
+            return out
         for m in self.models.values():
             if m.train_rows < MIN_TRAIN_ROWS or m.repeated > MAX_DUPLICATES * m.train_rows:
                 continue
