@@ -9,12 +9,39 @@ without `training=self.training`, or an nn.Dropout built inside forward(), keeps
 When the model holds nn.Dropout submodules whose own `training` flag is still True during those
 calls (a submodule whose train() is overridden to do nothing, or one eval() never reached), the
 finding names train-eval-mode instead: part of the model stayed in training mode.
+
+Runs of at least MC_CALLS consecutive calls of the model on one input (equal fingerprints) are
+Monte Carlo dropout, sampled on purpose (BALD, MC-dropout uncertainty): the dropout calls of every
+call in such a run, the first included, are not counted. Two calls on one input (evaluating the
+same batch two or three times and getting different answers) still count.
 """
 from __future__ import annotations
 
 from torch import nn
 
 from kb_tools.watch.checks import Check, names, plural
+from kb_tools.watch.checks.tensors import first_tensor, fingerprint
+
+MC_CALLS = 5  # consecutive calls on one input that make a run of Monte Carlo sampling (T is 5 to 100 in practice)
+
+
+class _Tally:
+    """Dropout calls made while a model ran in eval mode, for one call of it or for the whole run."""
+    __slots__ = ("calls", "module_calls", "steps", "stale", "model", "p")
+
+    def __init__(self):
+        self.calls = self.module_calls = 0
+        self.steps: set = set()
+        self.stale: list = []
+        self.model = self.p = None
+
+    def add(self, other) -> None:
+        self.calls += other.calls
+        self.module_calls += other.module_calls
+        self.steps |= set(sorted(other.steps)[:64 - len(self.steps)]) if len(self.steps) < 64 else set()
+        self.stale = self.stale or other.stale
+        self.model = self.model or other.model
+        self.p = self.p if self.p is not None else other.p
 
 
 class DropoutInEval(Check):
@@ -29,55 +56,82 @@ class DropoutInEval(Check):
     def __init__(self, session):
         super().__init__(session)
         self.current = None  # the model info of the last call, when it ran in eval mode
-        self.steps: set[int] = set()
-        self.calls = 0
-        self.model = None
-        self.p = None
         self.training_dropouts = None  # names of the current model's nn.Dropout modules still in training mode
-        self.module_calls = 0          # dropout calls made while such modules existed
-        self.stale: list = []          # their names, from the first such call
+        self.total = _Tally()          # committed calls
+        self.pending = _Tally()        # the calls of the latest eval-mode call of a model
+        self.pending_input = None      # fingerprint of the input of the latest eval-mode call
+        self.same_input_calls = 0      # consecutive calls on that input, the pending tally holds them all
+        self.repeating = False         # at least MC_CALLS of them: Monte Carlo sampling
 
     def on_root_forward(self, model, grad_enabled):
         module = model.module
         self.current = model if module is not None and not module.training else None
         self.training_dropouts = None
+        if self.current is None:
+            self._commit()
+            self.pending_input, self.same_input_calls = None, 0
+
+    def on_root_input(self, model, args, grad_enabled):
+        if self.current is not model:
+            return
+        x = first_tensor(args)
+        fp = fingerprint(x) if x is not None else None
+        if fp is not None and fp == self.pending_input:
+            self.same_input_calls += 1
+            if self.same_input_calls >= MC_CALLS:
+                self.repeating = True      # Monte Carlo sampling: drop this run's tally as it grows
+                self.pending = _Tally()
+            return
+        self._commit()
+        self.pending_input, self.same_input_calls = fp, 1
 
     def on_root_output(self, model, output, grad_enabled):
         if self.current is model:  # its call is over: a dropout after it belongs to some other code
             self.current = None
 
+    def _commit(self) -> None:
+        if not self.repeating:
+            self.total.add(self.pending)
+        self.pending, self.repeating = _Tally(), False
+
     def on_dropout(self, p):
         if self.current is None:
             return
-        self.calls += 1
+        t = self.pending
+        t.calls += 1
         if self.training_dropouts is None:
             module = self.current.module
             self.training_dropouts = [] if module is None else [
                 name for name, m in module.named_modules() if isinstance(m, nn.modules.dropout._DropoutNd) and m.training]
         if self.training_dropouts:
-            self.module_calls += 1
-            self.stale = self.stale or self.training_dropouts
-        if len(self.steps) < 64:
-            self.steps.add(self.session.step)
-        self.model, self.p = self.model or self.current, self.p if self.p is not None else p
+            t.module_calls += 1
+            t.stale = t.stale or self.training_dropouts
+        if len(t.steps) < 64:
+            t.steps.add(self.session.step)
+        t.model, t.p = t.model or self.current, t.p if t.p is not None else p
 
     def findings(self) -> list:
-        if self.calls < 2:
+        tally = _Tally()
+        tally.add(self.total)
+        if not self.repeating:
+            tally.add(self.pending)
+        if tally.calls < 2:
             return []
-        where = self.model.site if self.model is not None else None
-        name = self.model.cls if self.model is not None else "the model"
-        message = (f"dropout (p={self.p:g}) dropped units {plural(self.calls, 'time')} on {plural(len(self.steps), 'step')} "
+        where = tally.model.site if tally.model is not None else None
+        name = tally.model.cls if tally.model is not None else "the model"
+        steps = tally.steps
+        message = (f"dropout (p={tally.p:g}) dropped units {plural(tally.calls, 'time')} on {plural(len(steps), 'step')} "
                    f"while {name} was in eval mode ({'created at ' + where if where else 'a watched model'}): a "
                    f"functional dropout without training=self.training (or an nn.Dropout built in forward) ignores "
                    f"model.eval(), so evaluation outputs are random")
-        evidence = {"dropout_calls_in_eval": self.calls, "steps": sorted(self.steps)[:20], "p": self.p, "model": name}
-        if self.module_calls * 2 > self.calls:
-            message = (f"dropout (p={self.p:g}) dropped units {plural(self.calls, 'time')} on "
-                       f"{plural(len(self.steps), 'step')} while {name} was in eval mode "
+        evidence = {"dropout_calls_in_eval": tally.calls, "steps": sorted(steps)[:20], "p": tally.p, "model": name}
+        if tally.module_calls * 2 > tally.calls:
+            message = (f"dropout (p={tally.p:g}) dropped units {plural(tally.calls, 'time')} on "
+                       f"{plural(len(steps), 'step')} while {name} was in eval mode "
                        f"({'created at ' + where if where else 'a watched model'}), and its nn.Dropout modules "
-                       f"{names(self.stale)} were still in training mode: model.eval() did not reach them (a train() "
+                       f"{names(tally.stale)} were still in training mode: model.eval() did not reach them (a train() "
                        f"override that does nothing, or a submodule switched back), so evaluation outputs are random; "
                        f"let train(mode) call super().train(mode), or set those modules to eval")
-            evidence["dropout_modules_in_training_mode"] = self.stale[:8]
-            return [self.finding(message, evidence=evidence, where=where, step=min(self.steps), entry="train-eval-mode")]
-        return [self.finding(message, evidence=evidence, where=where, step=min(self.steps))]
+            evidence["dropout_modules_in_training_mode"] = tally.stale[:8]
+            return [self.finding(message, evidence=evidence, where=where, step=min(steps), entry="train-eval-mode")]
+        return [self.finding(message, evidence=evidence, where=where, step=min(steps))]
