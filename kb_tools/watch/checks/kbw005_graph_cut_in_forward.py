@@ -10,14 +10,17 @@ holds (replaced by a new nn.Parameter: KBW070's case) is left out.
 Second form, the same with the module run only under no_grad in those steps (never with grad
 enabled in the step, so not an evaluation pass beside training): `with torch.no_grad():
 feats = model.encoder(x)` in the training step while the encoder's parameters are in the optimizer
-that steps. Parameters kept out of every optimizer (a target network, a momentum encoder) are not
-read by either form.
+that steps (not in a step with a reentrant torch.utils.checkpoint call, KBW056's case). Parameters
+kept out of every optimizer (a target network, a momentum encoder) are not read by either form.
+A module frozen only by running it under no_grad, its parameters left in the optimizer, matches
+too: harmless to the update, so this form is reported with lower confidence.
 """
 from __future__ import annotations
 
 from kb_tools.watch.checks import Check, created_at, names, plural
 
 MIN_STEPS = 3
+NO_GRAD_CONFIDENCE = 0.5
 
 
 class GraphCutInForward(Check):
@@ -33,6 +36,7 @@ class GraphCutInForward(Check):
         self.ran: dict[int, object] = {}  # modules with own parameters that ran with grad, this step
         self.ran_without_grad: dict[int, object] = {}  # ... that ran under no_grad, this step
         self.ran_step = None
+        self.checkpoint_step = None       # the latest sampled step with a reentrant checkpoint call
         self.cut: dict[int, list] = {}  # id(param) -> [name, sampled steps without gradient, first step]
         self.got: set[int] = set()      # parameters that did get a gradient at some sampled step
 
@@ -41,6 +45,9 @@ class GraphCutInForward(Check):
             if self.ran_step != self.session.step:
                 self.ran, self.ran_without_grad, self.ran_step = {}, {}, self.session.step
             (self.ran if grad_enabled else self.ran_without_grad)[id(module)] = module
+
+    def on_checkpoint(self, function, site):
+        self.checkpoint_step = self.session.step
 
     def on_step_pre(self, optimizer):
         s = self.session
@@ -58,7 +65,7 @@ class GraphCutInForward(Check):
             owner_id = s.param_owner.get(key)
             owner = self.ran.get(owner_id)
             no_grad = owner is None
-            if no_grad:
+            if no_grad and self.checkpoint_step != s.step:
                 owner = self.ran_without_grad.get(owner_id)
             if key in self.got or owner is None or not any(q is p for q in owner._parameters.values()):
                 continue
@@ -78,7 +85,9 @@ class GraphCutInForward(Check):
                        f"the rest of the model did ({created_at('optimizer', site)}): {names(modules, 3)} is not "
                        f"trained; run it with grad enabled, or leave its parameters out of the optimizer if it is "
                        f"meant to stay frozen")
+            confidence = NO_GRAD_CONFIDENCE
         else:
+            confidence = self.confidence
             message = (f"{plural(len(cut), 'parameter')} ({names([v[0] for v in cut])}) of "
                        f"{plural(len(modules), 'module')} that ran in the forward pass with grad enabled never got "
                        f"a gradient on {min(v[1] for v in cut)} sampled steps, while the rest of the model did "
@@ -86,4 +95,4 @@ class GraphCutInForward(Check):
                        f"loss (.detach(), .data, .item(), numpy, no_grad), or its output never reaches the loss")
         evidence = {"parameters": [v[0] for v in cut][:50], "modules": modules[:20],
                     "sampled_steps_without_gradient": min(v[1] for v in cut), "first_step": min(v[2] for v in cut)}
-        return [self.finding(message, evidence=evidence, where=site, step=min(v[2] for v in cut))]
+        return [self.finding(message, evidence=evidence, where=site, step=min(v[2] for v in cut), confidence=confidence)]
