@@ -61,7 +61,8 @@ def _failed_report(error: str) -> dict:
 # ---------------------------------------------------------------- running one script
 
 def watch_in_process(path: str, steps: int, argv: list | tuple = (), cwd: str = ROOT) -> dict:
-    """`kb watch --steps STEPS --json -- python PATH ARGV` in this process, torch on one thread: the report."""
+    """`kb watch --steps STEPS --json -- python PATH ARGV` in this process, torch on one thread: the report
+    (steps 0: no --steps, the whole run is watched and reported at its end, as a user runs it)."""
     import torch
 
     from kb_tools import cli
@@ -71,7 +72,8 @@ def watch_in_process(path: str, steps: int, argv: list | tuple = (), cwd: str = 
     try:
         os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            cli.main(["watch", "--steps", str(steps), "--json", "--", sys.executable, path, *argv])
+            limit = ["--steps", str(steps)] if steps else []
+            cli.main(["watch", *limit, "--json", "--", sys.executable, path, *argv])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken script must not end the bench
         return _failed_report(f"kb watch failed: {type(exc).__name__}: {exc}")
     finally:
@@ -329,6 +331,9 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="FILE", help="write every row and count to FILE")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown (for BENCHMARKS.md)")
     p.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds for one real script (default 600)")
+    p.add_argument("--bug-steps", type=int, default=BUG_STEPS, metavar="N",
+                   help=f"optimizer steps watched per real-bug script (default {BUG_STEPS}; 0: the whole run, "
+                        f"reported at its end, as `kb watch -- python train.py` without --steps)")
     args = p.parse_args(argv)
     results: dict = {}
     out: list = []
@@ -356,8 +361,9 @@ def main(argv=None) -> int:
             out += real_table(real, args.markdown)
         out.append("")
     if args.only in (None, "bugs"):
-        bugs = results["bugs"] = bug_section()
-        out += ["## Real silent bugs (from public threads)", ""]
+        bugs = results["bugs"] = bug_section(steps=args.bug_steps)
+        watched = f"the first {args.bug_steps} optimizer steps" if args.bug_steps else "the whole run"
+        out += ["## Real silent bugs (from public threads)", "", f"each script watched for {watched}", ""]
         if bugs is None:
             note = f"skipped: no {os.path.relpath(os.path.join(BUGS, 'MANIFEST.yaml'), ROOT)}"
             progress(f"bugs: {note}")

@@ -145,3 +145,12 @@ def test_a_healthy_lookalike_gets_no_finding(bench, path):
     run = report["run"]
     ran = run["steps"] or run["backward_calls"]  # optimizer steps, or backward() calls of a loop updating by hand
     assert run["exit_status"] == 0 and not run["error"] and ran > 0 and run["internal_errors"] == []
+
+
+def test_steps_zero_watches_the_whole_run(bench, tmp_path):
+    script = tmp_path / "short.py"
+    _write(str(script), "import torch\nw = torch.nn.Parameter(torch.ones(3))\nopt = torch.optim.SGD([w], lr=0.1)\n"
+                        "for _ in range(7):\n    opt.zero_grad()\n    (w ** 2).sum().backward()\n    opt.step()\n")
+    whole = bench.watch_in_process(str(script), 0)
+    assert whole["run"]["steps"] == 7 and whole["run"]["error"] is None
+    assert bench.watch_in_process(str(script), 3)["run"]["steps"] == 3
