@@ -8,17 +8,19 @@ compared by an exact fingerprint (tensors.row_fingerprints). Training rows: the 
 grad enabled, on every step for inputs in CPU memory and on sampled steps for inputs on an
 accelerator (at least MIN_TRAIN_ROWS, in batches with at most MAX_DUPLICATES of their rows repeated
 inside the same batch: data with many equal rows is not judged). Evaluation rows: the inputs of a
-run of at least MIN_PASS consecutive calls of the model under no_grad with no grad-enabled call and
-no backward() between them (a target computed under no_grad inside a training step is one call, not
-a run), grouped by the DataLoader they came from, at most MAX_EVAL_ROWS per run. Every group of at
-least MIN_SOURCE_ROWS evaluation rows has at least MIN_SHARE of them among the training rows seen
-before it (on an accelerator the sampled steps see only part of the training rows, so the share of
-a full overlap reads lower than 1). When another group shares (almost) no rows with training, a
-group counts only when its DataLoader is not a training loader and reads another dataset object
-than every training loader: a training-accuracy pass beside a clean validation split is silent,
-a validation set of its own whose rows were also trained on is not. Augmented training rows differ
-from their source and are not matched. A run whose sampled training losses are all kl_div or scored
-against the model's own input (deep clustering, autoencoders: no labels are learned) is not judged.
+run of at least MIN_PASS consecutive calls of the model under no_grad, grouped by the DataLoader
+they came from, at most MAX_EVAL_ROWS per run. A run is part of a training step, not an
+evaluation, when a backward() ends it, or when it has at most MAX_STEP_CALLS calls and the model's
+next grad-enabled call trains on rows at least half of which the run read (targets, pseudo-labels
+or a sample selection computed first under no_grad). Every group of at least MIN_SOURCE_ROWS
+evaluation rows has at least MIN_SHARE of them among the training rows seen before it (on an
+accelerator the sampled steps see only part of the training rows, so the share of a full overlap
+reads lower than 1). When another group shares (almost) no rows with training, a group counts only
+when its DataLoader is not a training loader and reads another dataset object than every training
+loader: a training-accuracy pass beside a clean validation split is silent, a validation set of its
+own whose rows were also trained on is not. Augmented training rows differ from their source and
+are not matched. A run whose sampled training losses are all kl_div or scored against the model's
+own input (deep clustering, autoencoders: no labels are learned) is not judged.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from kb_tools.watch.checks.tensors import fingerprint, first_tensor, row_fingerp
 MIN_TRAIN_ROWS = 64
 MAX_DUPLICATES = 0.02
 MIN_PASS = 2
+MAX_STEP_CALLS = 4         # a no_grad run this short, followed by training on its rows, belongs to the step
 MAX_EVAL_ROWS = 8192
 MIN_SOURCE_ROWS = 32
 MIN_SHARE = 0.25
@@ -45,6 +48,7 @@ class _Model:
         self.train_rows = 0
         self.repeated = 0          # rows equal to another row of the same training batch
         self.pending: list = []    # [(loader key, fingerprints)] of the current run of no_grad calls
+        self.tentative: list = []  # a finished run, until the step's backward() shows it was no part of it
         self.sources: dict = {}    # loader key -> [rows, rows seen in training, first step]
         self.train_loaders: set = set()  # loader keys whose batches the model trained on
 
@@ -79,12 +83,11 @@ class EvaluationReadsTrainingRows(Check):
 
     def on_root_input(self, model, args, grad_enabled):
         if grad_enabled:
-            m = self.models.get(id(model))
-            if m is not None:
-                self._close(m)
             m = self._model(model)
             if m is None:
                 return
+            rows = self._rows(args, cpu_only=not self.session.sampled)
+            self._close(m, next_rows=rows)
             if self.session.sampled:
                 x = first_tensor(args)
                 step = self.session.step
@@ -92,7 +95,6 @@ class EvaluationReadsTrainingRows(Check):
                     self.inputs = (step, set())
                 if x is not None and len(self.inputs[1]) < 8:
                     self.inputs[1].add(fingerprint(x))
-            rows = self._rows(args, cpu_only=not self.session.sampled)
             if rows is None:
                 return
             if len(m.train_loaders) < MAX_SOURCES:
@@ -125,11 +127,13 @@ class EvaluationReadsTrainingRows(Check):
 
     def on_any_backward(self, tensors):
         for m in self.models.values():
-            self._close(m)
+            self._close(m, inside_step=True)
 
     def on_end(self):
         for m in self.models.values():
-            self._close(m)
+            if len(m.pending) >= MIN_PASS:
+                m.tentative, m.pending = m.tentative + m.pending, []
+            self._commit(m)
 
     @staticmethod
     def _rows(args, cpu_only: bool = False):
@@ -147,20 +151,38 @@ class EvaluationReadsTrainingRows(Check):
             return None
         return row_fingerprints(x)
 
-    def _close(self, m: _Model) -> None:
-        """The run of no_grad calls is over: an evaluation when it had at least MIN_PASS calls."""
-        if not m.pending:
-            return
-        if len(m.pending) >= MIN_PASS:
-            for key, rows in m.pending:
-                src = m.sources.get(key)
-                if src is None:
-                    if len(m.sources) >= MAX_SOURCES:
-                        continue
-                    src = m.sources[key] = [0, 0, self.session.step]
-                src[0] += len(rows)
-                src[1] += sum(r in m.train for r in rows)
-        m.pending = []
+    def _close(self, m: _Model, next_rows: list | None = None, inside_step: bool = False) -> None:
+        """A grad-enabled call or a backward() ends the run of no_grad calls. The run is part of the
+        training step, not an evaluation, when a backward() ends it directly, or when it is short and a
+        grad-enabled call before the step's backward() trains on at least half of its rows (targets,
+        pseudo-labels or a sample selection computed first under no_grad); otherwise it is committed
+        as an evaluation at that backward() (or at the end)."""
+        if m.pending:
+            if inside_step:
+                m.pending = []
+            elif len(m.pending) >= MIN_PASS:
+                m.tentative, m.pending = m.tentative + m.pending, []
+            else:
+                m.pending = []
+        if m.tentative and next_rows and len(m.tentative) <= MAX_STEP_CALLS:
+            run: set = set()
+            for _, rows in m.tentative:
+                run.update(rows)
+            if sum(r in run for r in next_rows) >= 0.5 * len(next_rows):
+                m.tentative = []
+        if inside_step and m.tentative:
+            self._commit(m)
+
+    def _commit(self, m: _Model) -> None:
+        for key, rows in m.tentative:
+            src = m.sources.get(key)
+            if src is None:
+                if len(m.sources) >= MAX_SOURCES:
+                    continue
+                src = m.sources[key] = [0, 0, self.session.step]
+            src[0] += len(rows)
+            src[1] += sum(r in m.train for r in rows)
+        m.tentative = []
 
     def findings(self) -> list:
         out = []
