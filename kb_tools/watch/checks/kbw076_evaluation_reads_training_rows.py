@@ -3,10 +3,11 @@ split that overlaps the training split (a split drawn differently per rank or pe
 item on both sides), or a validation loop that reads the training data.
 
 Criterion: rows are the first dimension of the first tensor a watched model receives, or the
-tensors of a list of same-shaped tensors given as its first argument (at least 8 values each),
-compared by an exact fingerprint (tensors.row_fingerprints). Training rows: the model's inputs with
-grad enabled, on every step for inputs in CPU memory and on sampled steps for inputs on an
-accelerator (at least MIN_TRAIN_ROWS, in batches with at most MAX_DUPLICATES of their rows repeated
+tensors of a list of same-shaped tensors given as its first argument (at least 8 values each; an
+nn.Parameter passed as the input is not data), compared by an exact fingerprint
+(tensors.row_fingerprints). Training rows: the model's inputs with grad enabled, on every step for
+inputs in CPU memory and on sampled steps for inputs on an accelerator (at least MIN_TRAIN_ROWS, in
+batches with at most MAX_DUPLICATES of their rows repeated
 inside the same batch: data with many equal rows is not judged). Evaluation rows: the inputs of a
 run of at least MIN_PASS consecutive calls of the model under no_grad, grouped by the DataLoader
 they came from, at most MAX_EVAL_ROWS per run. A run is part of a training step, not an
@@ -147,8 +148,8 @@ class EvaluationReadsTrainingRows(Check):
                 return None
             return row_fingerprints(torch.stack([t.detach() for t in first]))
         x = first_tensor(args)
-        if x is None or (cpu_only and x.device.type != "cpu"):
-            return None
+        if x is None or isinstance(x, torch.nn.Parameter) or (cpu_only and x.device.type != "cpu"):
+            return None   # a parameter passed in (a tied decoder weight given to a loss module) is not data
         return row_fingerprints(x)
 
     def _close(self, m: _Model, next_rows: list | None = None, inside_step: bool = False) -> None:
