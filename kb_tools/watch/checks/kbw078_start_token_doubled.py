@@ -55,8 +55,10 @@ class StartTokenDoubled(Check):
         first, second = head[:, 0], head[:, 1]
         token = int(first.mode().values)
         doubled = (first == token) & (second == token)
-        varied = torch.tensor([len(set(row.tolist())) >= 3 for row in head])
         st[0] += 1
+        if float(doubled.float().mean()) < SHARE:
+            return   # the common case, decided without reading the rows
+        varied = torch.tensor([len(set(row.tolist())) >= 3 for row in head])
         rest = head[:, 2:]
         if float((rest == token).float().mean()) > ELSEWHERE:
             return   # the token occurs inside the text too: a template that opens with "##", not a start token
