@@ -38,7 +38,7 @@ class _Tally:
     def add(self, other) -> None:
         self.calls += other.calls
         self.module_calls += other.module_calls
-        self.steps |= set(sorted(other.steps)[:64 - len(self.steps)]) if len(self.steps) < 64 else set()
+        self.steps |= set(sorted(other.steps)[:max(0, 64 - len(self.steps))])
         self.stale = self.stale or other.stale
         self.model = self.model or other.model
         self.p = self.p if self.p is not None else other.p

@@ -84,31 +84,35 @@ class EvaluationReadsTrainingRows(Check):
 
     def on_root_input(self, model, args, grad_enabled):
         if grad_enabled:
-            m = self._model(model)
-            if m is None:
-                return
-            rows = self._rows(args, cpu_only=not self.session.sampled)
-            self._close(m, next_rows=rows)
-            if self.session.sampled:
-                x = first_tensor(args)
-                step = self.session.step
-                if self.inputs[0] != step:
-                    self.inputs = (step, set())
-                if x is not None and len(self.inputs[1]) < 8:
-                    self.inputs[1].add(fingerprint(x))
-            if rows is None:
-                return
-            if len(m.train_loaders) < MAX_SOURCES:
-                m.train_loaders.add(self.last_loader)
-            m.repeated += len(rows) - len(set(rows))
-            m.train_rows += len(rows)
-            if len(m.train) < MAX_TRAIN_ROWS:
-                m.train.update(rows)
+            self._training_input(model, args)
+        else:
+            self._evaluation_input(model, args)
+
+    def _training_input(self, model, args) -> None:
+        m = self._model(model)
+        if m is None:
             return
-        if self.eval_rows_left <= 0:
+        rows = self._rows(args, cpu_only=not self.session.sampled)
+        self._close(m, next_rows=rows)
+        if self.session.sampled:   # what on_loss compares targets with: the inputs of this step
+            x = first_tensor(args)
+            step = self.session.step
+            if self.inputs[0] != step:
+                self.inputs = (step, set())
+            if x is not None and len(self.inputs[1]) < 8:
+                self.inputs[1].add(fingerprint(x))
+        if rows is None:
             return
+        if len(m.train_loaders) < MAX_SOURCES:
+            m.train_loaders.add(self.last_loader)
+        m.repeated += len(rows) - len(set(rows))
+        m.train_rows += len(rows)
+        if len(m.train) < MAX_TRAIN_ROWS:
+            m.train.update(rows)
+
+    def _evaluation_input(self, model, args) -> None:
         m = self.models.get(id(model))
-        if m is None or m.train_rows == 0:
+        if self.eval_rows_left <= 0 or m is None or m.train_rows == 0:
             return
         rows = self._rows(args)
         if rows is None:
