@@ -832,3 +832,51 @@ def test_a_row_has_one_fingerprint_wherever_it_sits_and_other_rows_get_others():
     assert row_fingerprints(torch.randint(0, 9, (8, 16), generator=g)) is not None
     assert row_fingerprints(torch.randn(8, 4)) is None               # too few values to tell rows apart
     assert row_fingerprints(torch.randn(1, 64)) is None
+
+
+EPOCH_THEN_EVALUATION = os.path.join(SCRIPTS, "epoch_then_evaluation.py")
+
+
+def test_after_steps_the_epoch_ends_early_and_the_scripts_evaluation_is_watched():
+    code, out, err = kb_watch("--steps", "20", "--json", "--", sys.executable, EPOCH_THEN_EVALUATION, "train-mode")
+    report = json.loads(out)
+    run = report["run"]
+    # the epoch's loop ended after the 20th step, its evaluation ran, and the second epoch never trained
+    assert "epoch 0: 20 steps" in err and "epoch 1" not in err
+    assert run["steps"] == 20 and run["stopped_after_steps"] == 20 and run["exit_status"] == 0
+    assert run["evaluation_pass"] == {"batches": 10, "model_calls": 10, "ended_by": "the next epoch"}
+    assert code == 1 and [f["code"] for f in report["findings"]] == ["KBW012"]
+    assert "in training mode" in report["findings"][0]["message"]
+
+    code, out, err = kb_watch("--steps", "20", "--json", "--", sys.executable, EPOCH_THEN_EVALUATION, "clean")
+    report = json.loads(out)
+    assert code == 0 and report["findings"] == [] and report["run"]["evaluation_pass"]["batches"] == 10
+
+
+def test_no_evaluation_pass_stops_right_at_the_steps():
+    code, out, err = kb_watch("--steps", "20", "--no-evaluation-pass", "--json", "--", sys.executable,
+                              EPOCH_THEN_EVALUATION, "train-mode")
+    report = json.loads(out)
+    assert code == 0 and report["findings"] == [] and "epoch 0" not in err
+    assert report["run"]["evaluation_pass"] is None and report["run"]["stopped_after_steps"] == 20
+
+
+def test_the_evaluation_pass_is_bounded_and_an_error_in_it_ends_the_run_cleanly():
+    code, out, err = kb_watch("--steps", "5", "--", sys.executable, EPOCH_THEN_EVALUATION, "long")
+    assert code == 0 and "epoch 0" not in out
+    assert out.splitlines()[-1].startswith(
+        "kb watch: nothing found in 5 optimizer steps (stopped after --steps 5 and an evaluation pass of "
+        "200 batches and 200 model calls, ended by the limit of 200 batches); watched 1 model")
+
+    code, out, err = kb_watch("--steps", "5", "--json", "--", sys.executable, EPOCH_THEN_EVALUATION, "raises")
+    run = json.loads(out)["run"]
+    assert code == 0 and run["stopped_after_steps"] == 5 and run["exit_status"] == 0 and run["error"] is None
+    assert run["evaluation_pass"]["ended_by"] == "an error in the script: RuntimeError: validation shard missing"
+    assert "--steps 5 reached; the script then raised this in the evaluation pass" in err
+    assert err.count("Traceback (most recent call last)") == 1 and "kb_tools" not in err
+
+
+def test_a_run_without_a_dataloader_stops_at_the_steps_with_no_evaluation_pass(tmp_path):
+    code, out, _ = kb_watch("--steps", "7", "--json", "--", sys.executable,
+                            os.path.join(SCRIPTS, "finally_marker.py"), str(tmp_path / "m"))
+    assert code == 0 and json.loads(out)["run"]["evaluation_pass"] is None

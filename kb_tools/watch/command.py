@@ -1,6 +1,6 @@
 """`kb watch`: its arguments and its handler.
 
-    kb watch [--steps N] [--every K] [--json] [--report FILE] -- python train.py ARGS
+    kb watch [--steps N [--no-evaluation-pass]] [--every K] [--json] [--report FILE] -- python train.py ARGS
     kb watch -- torchrun --nproc-per-node 2 train.py ARGS
     kb watch --list-checks [--json]
 
@@ -29,7 +29,12 @@ TORCHRUN_MODULE = "torch.distributed.run"
 def add_arguments(p) -> None:
     import argparse
     p.add_argument("--steps", type=int, metavar="N", help="stop the run after N optimizer steps and report "
-                   "(the script's finally blocks run); default: run to the end")
+                   "(the script's finally blocks run); when a DataLoader feeds the steps, its epoch ends there "
+                   "instead and the script's own evaluation runs once under watch first; default: run to the end")
+    p.add_argument("--no-evaluation-pass", dest="evaluation_pass", action="store_false",
+                   help="stop right at --steps N; by default the training epoch then ends early, the "
+                   "script's own evaluation runs once under watch (up to 200 batches), and the run stops "
+                   "when training resumes")
     p.add_argument("--every", type=int, default=None, metavar="K", help="after the first 10 steps, check "
                    "every K-th step (default 10); every step costs more")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE (atomically)")
@@ -210,7 +215,8 @@ def _run_here(plan: dict, args) -> dict:
         from kb_tools.watch.session import DEFAULT_EVERY, Session
     except ImportError as exc:
         raise KBError(f"watch: needs torch in the Python that runs kb ({exc})") from None
-    session = Session(every=args.every or DEFAULT_EVERY, max_steps=args.steps)
+    session = Session(every=args.every or DEFAULT_EVERY, max_steps=args.steps,
+                      evaluation_pass=getattr(args, "evaluation_pass", True))
     redirect = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     with redirect:
         outcome = run_watched(plan["target"], plan["args"], session, module=plan["module"])
@@ -219,7 +225,7 @@ def _run_here(plan: dict, args) -> dict:
 
 def _run_child(plan: dict, args) -> dict:
     from kb_tools.watch.report import merge_reports
-    from kb_tools.watch.run import ENV_EVERY, ENV_MODULE, ENV_OUT, ENV_STEPS
+    from kb_tools.watch.run import ENV_EVERY, ENV_MODULE, ENV_NO_PASS, ENV_OUT, ENV_STEPS
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with tempfile.TemporaryDirectory(prefix="kb-watch-") as out:
         env = dict(os.environ)
@@ -227,6 +233,7 @@ def _run_child(plan: dict, args) -> dict:
         env[ENV_MODULE] = "1" if plan["module"] else "0"
         env[ENV_EVERY] = str(args.every) if args.every else ""
         env[ENV_STEPS] = str(args.steps) if args.steps else ""
+        env[ENV_NO_PASS] = "0" if getattr(args, "evaluation_pass", True) else "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
         argv = [*plan["exe"], plan["target"], *plan["args"]] if plan["mode"] == "torchrun" else \
             [*plan["exe"], "-m", "kb_tools.watch.run", plan["target"], *plan["args"]]

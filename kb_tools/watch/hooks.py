@@ -508,6 +508,9 @@ _ITERATORS = itertools.count()  # serial numbers of DataLoader iterators (an id 
 def _loader_iter(original):
     @functools.wraps(original)
     def __iter__(self):
+        s = _active
+        if s is not None and s.pass_state is not None and not s.stopped:
+            _guard(s, "loader iter", s.loader_iterated, self)
         iterator = original(self)
         try:
             iterator._kb_watch_loader = self
@@ -521,8 +524,11 @@ def _loader_iter(original):
 def _loader_next(original):
     @functools.wraps(original)
     def __next__(self):
-        batch = original(self)
         s = _active
+        if s is not None and s.pass_state is not None and not s.stopped \
+                and s.cuts(getattr(self, "_kb_watch_serial", None)):
+            raise StopIteration  # --steps reached: this training epoch ends here (Session.end_epoch_early)
+        batch = original(self)
         if s is not None and not s.stopped:
             _guard(s, "batch", s.batch, getattr(self, "_kb_watch_loader", None), batch,
                    getattr(self, "_kb_watch_serial", None))

@@ -113,7 +113,7 @@ def summary_line(report: dict, shown: int | None = None) -> str:
     steps = run.get("steps", 0)
     how = []
     if run.get("stopped_after_steps"):
-        how.append(f"stopped after --steps {run['stopped_after_steps']}")
+        how.append(f"stopped after --steps {run['stopped_after_steps']}" + _evaluation_pass_words(run))
     elif run.get("exit_status"):
         how.append(f"{run.get('script') or 'the script'} exited with status {run['exit_status']}"
                    + (f" ({run['error']})" if run.get("error") else ""))
@@ -133,6 +133,14 @@ def summary_line(report: dict, shown: int | None = None) -> str:
     if run.get("internal_errors"):
         text += f"; {plural(len(run['internal_errors']), 'check')} stopped on an internal error (see --json)"
     return text
+
+
+def _evaluation_pass_words(run: dict) -> str:
+    state = run.get("evaluation_pass")
+    if not state:
+        return ""
+    return (f" and an evaluation pass of {plural(state.get('batches', 0), 'batch', 'batches')} and "
+            f"{plural(state.get('model_calls', 0), 'model call')}, ended by {state.get('ended_by') or 'the stop'}")
 
 
 def to_json_text(report: dict) -> str:

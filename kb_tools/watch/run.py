@@ -4,10 +4,13 @@
 module, `python -m kb_tools.watch.run SCRIPT ARGS` is the same run in a child: what `kb watch`
 starts for another interpreter, and what each torchrun rank runs. Its settings come from the
 environment (KB_WATCH_OUT, the folder it writes its report to, one file per rank;
-KB_WATCH_STEPS; KB_WATCH_EVERY; KB_WATCH_MODULE=1 when SCRIPT is a module name, as `-m`).
+KB_WATCH_STEPS; KB_WATCH_EVERY; KB_WATCH_MODULE=1 when SCRIPT is a module name, as `-m`;
+KB_WATCH_NO_EVALUATION_PASS=1 for --no-evaluation-pass).
 
-After --steps N optimizer steps the step hook raises StopWatching; it unwinds the user's code
-(their `finally` blocks run) and is caught here. The user's own exceptions are printed as Python
+After --steps N optimizer steps the training loader's epoch ends early, so the script's own
+evaluation runs under watch (Session.end_epoch_early); then, or at once when no DataLoader feeds
+the steps, a hook raises StopWatching; it unwinds the user's code (their `finally` blocks run)
+and is caught here. The user's own exceptions are printed as Python
 prints them (without the runner's frames) and become the run's exit status, 1, as in Python.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ import types
 from dataclasses import dataclass
 
 ENV_OUT, ENV_STEPS, ENV_EVERY, ENV_MODULE = "KB_WATCH_OUT", "KB_WATCH_STEPS", "KB_WATCH_EVERY", "KB_WATCH_MODULE"
+ENV_NO_PASS = "KB_WATCH_NO_EVALUATION_PASS"
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # kb_tools/
 
 
@@ -83,7 +87,9 @@ def run_watched(target: str, args: list, session, *, module: bool = False) -> Ou
         if not session.stopped:
             outcome.exit_status = _exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - the user's error (StopWatching included) ends their run
-        if not session.stopped or not _is_stop(exc):
+        if _ended_evaluation_pass(session, exc):
+            pass
+        elif not session.stopped or not _is_stop(exc):
             if isinstance(exc, KeyboardInterrupt):
                 outcome.exit_status, outcome.error = 130, "KeyboardInterrupt"
             else:
@@ -95,8 +101,26 @@ def run_watched(target: str, args: list, session, *, module: bool = False) -> Ou
         session.uninstall()
         sys.argv[:], sys.path[:] = saved_argv, saved_path
         sys.stdout.flush()
-    outcome.stopped = session.stopped
+    if session.pass_state is not None:  # --steps reached: the run is cut short however it then ended
+        session.pass_state.ended_by = session.pass_state.ended_by or "the script's end"
+        outcome.stopped = True
+        outcome.exit_status = 0 if outcome.error is None else outcome.exit_status
+    else:
+        outcome.stopped = session.stopped
     return outcome
+
+
+def _ended_evaluation_pass(session, exc: BaseException) -> bool:
+    """An error of the script's after --steps, in the evaluation pass (which may be a consequence
+    of its epoch cut short): printed, recorded in the pass, and the run counts as stopped."""
+    state = session.pass_state
+    if state is None or session.stopped or isinstance(exc, KeyboardInterrupt):
+        return False
+    state.ended_by = f"an error in the script: {type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+    print(f"kb watch: --steps {session.max_steps} reached; the script then raised this in the evaluation "
+          "pass (its training epoch had been cut short):", file=sys.stderr)
+    print_user_exception(exc)
+    return True
 
 
 def _is_stop(exc: BaseException) -> bool:
@@ -132,7 +156,8 @@ def main(argv=None) -> int:
         return 2
     rank = int(os.environ["RANK"]) if os.environ.get("RANK", "").isdigit() else None
     module = os.environ.get(ENV_MODULE) == "1"
-    session = Session(every=_env_int(ENV_EVERY, DEFAULT_EVERY), max_steps=_env_int(ENV_STEPS, None), rank=rank)
+    session = Session(every=_env_int(ENV_EVERY, DEFAULT_EVERY), max_steps=_env_int(ENV_STEPS, None), rank=rank,
+                      evaluation_pass=os.environ.get(ENV_NO_PASS) != "1")
     outcome = run_watched(argv[0], argv[1:], session, module=module)
     report = build_report(session, outcome, command=argv, script=argv[0])
     out = os.environ.get(ENV_OUT)

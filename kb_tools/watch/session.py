@@ -25,6 +25,7 @@ WARMUP = 10         # every step is sampled until this many steps have run
 DEFAULT_EVERY = 10  # then every k-th step
 EVALUATION_LOSSES = 64  # loss calls under no_grad watched on unsampled steps, per run (Session.take_evaluation_loss)
 MAX_LISTED = 32     # at most this many models / optimizers / losses / loaders are described
+EVALUATION_PASS_CALLS = 200  # batches, or model calls, the evaluation pass after --steps may take
 
 
 # ---------------------------------------------------------------- what the run holds
@@ -179,6 +180,21 @@ class SpreadCall:
     site: str | None
 
 
+@dataclass
+class EvaluationPass:
+    """The part of the run after --steps: the training loader's epoch cut short, the script's own
+    evaluation watched, then the stop. `ended_by` says what ended it."""
+
+    loader: Any                      # weakref to the training loader
+    serial: int | None               # the training iterator, whose next batch ends the epoch instead
+    batches: int = 0
+    model_calls: int = 0
+    ended_by: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"batches": self.batches, "model_calls": self.model_calls, "ended_by": self.ended_by}
+
+
 def _lr(group) -> float:
     lr = group.get("lr", 0.0)
     return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
@@ -190,9 +206,14 @@ class Session:
     """One watched run. Created by the runner (or `watch()`), installed, then read by the report."""
 
     def __init__(self, *, every: int = DEFAULT_EVERY, warmup: int = WARMUP, max_steps: int | None = None,
-                 rank: int | None = None, checks=None, stop_run: bool = True):
+                 rank: int | None = None, checks=None, stop_run: bool = True, evaluation_pass: bool = True):
         self.every, self.warmup, self.max_steps, self.rank = every, warmup, max_steps, rank
         self.stop_run = stop_run     # raise StopWatching after max_steps (the runner), else just stop watching
+        # After max_steps, end the training loader's epoch early so that the script's own evaluation
+        # runs once under watch, then stop when training resumes (the runner only; see end_epoch_early).
+        self.evaluation_pass = evaluation_pass and stop_run
+        self.pass_state: EvaluationPass | None = None
+        self._last_batch: tuple[Any, int | None] = (None, None)   # (weakref to its loader, iterator serial)
         self.step = 0                # steps of the primary optimizer completed
         self.sampled = True
         self.sampled_steps = 1       # step 0 is sampled
@@ -335,6 +356,8 @@ class Session:
                         self.param_owner[key] = id(sub)
 
     def _model_pre_hook(self, module, args):
+        if self.pass_state is not None and not self.stopped and any(m.ref() is module for m in self.models):
+            self._count_pass_call("model_calls")
         if self._handlers["on_root_forward"] or self._handlers["on_root_input"]:
             info = next((m for m in self.models if m.ref() is module), None)
             if info is not None:
@@ -454,6 +477,8 @@ class Session:
     def on_step_pre(self, opt) -> OptimizerInfo | None:
         if self.stopped:
             return None
+        if self.pass_state is not None:
+            self.stop("an optimizer step")
         info = self.optimizer_info(opt) or self.add_optimizer(opt)
         if self._primary is None or self._primary_gone():
             self._primary = id(opt)  # the first optimizer to step, or the next one once it is gone (rebuilt)
@@ -488,6 +513,9 @@ class Session:
         self.step += 1
         self.depth = 0
         if self.max_steps is not None and self.step >= self.max_steps:
+            if self.evaluation_pass and self._last_batch[0] is not None:
+                self.end_epoch_early()
+                return
             self.end()
             self.stopped = True
             if self.stop_run:
@@ -508,7 +536,47 @@ class Session:
             if self.instrumentation is not None:
                 self.instrumentation.forward_hooks(sampled)
 
+    # ------------------------------------------------------------ the evaluation pass after --steps
+
+    def end_epoch_early(self) -> None:
+        """--steps reached in a run fed by a DataLoader: the training iterator's next batch ends its
+        epoch instead, so the script goes on to what it does after an epoch (its evaluation, its
+        per-epoch scheduler step) and the checks see that too, on every call. The run stops at the
+        next backward or optimizer step, when the training loader is iterated again with grad on,
+        or after EVALUATION_PASS_CALLS batches or model calls."""
+        loader, serial = self._last_batch
+        self.pass_state = EvaluationPass(loader=loader, serial=serial)
+        if not self.sampled:
+            self.sampled = True
+            if self.instrumentation is not None:
+                self.instrumentation.forward_hooks(True)
+
+    def stop(self, reason: str) -> None:
+        """End the evaluation pass (or the run at --steps): last measurements, then StopWatching."""
+        if self.pass_state is not None and self.pass_state.ended_by is None:
+            self.pass_state.ended_by = reason
+        self.end()
+        self.stopped = True
+        raise StopWatching()
+
+    def cuts(self, serial: int | None) -> bool:
+        """Is this the training iterator, whose epoch the evaluation pass ends early?"""
+        return self.pass_state is not None and serial is not None and serial == self.pass_state.serial
+
+    def loader_iterated(self, loader) -> None:
+        state = self.pass_state
+        if state is not None and state.loader() is loader and torch.is_grad_enabled():
+            self.stop("the next epoch")
+
+    def _count_pass_call(self, attribute: str) -> None:
+        state = self.pass_state
+        if getattr(state, attribute) >= EVALUATION_PASS_CALLS:  # this one would be past the limit
+            self.stop(f"the limit of {EVALUATION_PASS_CALLS} {attribute.replace('_', ' ')}")
+        setattr(state, attribute, getattr(state, attribute) + 1)
+
     def before_backward(self, tensors) -> None:
+        if self.pass_state is not None:
+            self.stop("a backward")
         self.backward_calls += 1
         if self._handlers["on_any_backward"]:
             self.dispatch("on_any_backward", tensors)
@@ -629,6 +697,10 @@ class Session:
 
     def batch(self, loader, batch, serial: int | None = None) -> None:
         self.batches += 1
+        if self.pass_state is not None:
+            self._count_pass_call("batches")
+        elif loader is not None:
+            self._last_batch = (weakref.ref(loader), serial)
         info = self.loaders.get(id(loader))
         if info is not None:
             info.batches += 1
@@ -676,6 +748,7 @@ class Session:
             "losses": [loss.to_dict() for loss in self.losses.values()],
             "loaders": [loader.to_dict() for loader in self.loaders.values()],
             "internal_errors": list(self.internal_errors),
+            "evaluation_pass": self.pass_state.to_dict() if self.pass_state is not None else None,
             "shared": self._shared(),
         }
 

@@ -14,7 +14,8 @@ import torch
 
 
 class StopWatching(BaseException):
-    """Raised from the optimizer's step post hook once --steps N steps ran; the runner catches it.
+    """Raised from a hook once --steps N steps ran (and the evaluation pass after them ended); the
+    runner catches it.
 
     A BaseException, so that the user's `except Exception` does not swallow it and their
     `finally` blocks still run."""
