@@ -820,6 +820,42 @@ def test_a_view_is_a_reordering_only_when_it_crosses_its_input_and_a_reorder_giv
     assert reordering(source, result) == order
 
 
+def _masked_loss_forms():
+    """name -> (the loss of a (4, 10) per-token loss with a right-padding mask, masked means found,
+    mask times a reduced loss found)."""
+    import torch.nn.functional as F
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 10, 5, generator=g, requires_grad=True)
+    targets = torch.randint(0, 5, (4, 10), generator=g)
+    pad = (torch.arange(10) < torch.tensor([3, 10, 6, 8]).unsqueeze(1)).float()   # 27 of 40 kept
+    scattered = torch.tensor([1.0, 0.0] * 20).view(4, 10)
+    per_token = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    reduced = F.cross_entropy(logits.transpose(1, 2), targets)
+    return {
+        "mean": ((per_token * pad).mean(), 1, False),
+        "sum-over-numel": ((per_token * pad).sum() / per_token.numel(), 1, False),
+        "where-mean": (torch.where(pad.bool(), per_token, 0.0).mean(), 1, False),
+        "masked-fill-mean": (per_token.masked_fill(pad == 0, 0).mean(), 1, False),
+        "left-padding-broadcast": ((per_token.unsqueeze(-1) * pad.flip(1).unsqueeze(-1)).mean(), 1, False),
+        "inside-a-sum-of-terms": (0.5 * (per_token * pad).mean() + logits.pow(2).mean(), 1, False),
+        "reduced-times-mask": ((reduced * pad).sum() / pad.sum(), 0, True),
+        "sum-over-mask-sum": ((per_token * pad).sum() / pad.sum(), 0, False),
+        "mean-over-mask-mean": ((per_token * pad).mean() / pad.mean(), 0, False),
+        "indexed-mean": (per_token[pad.bool()].mean(), 0, False),
+        "scattered-mask": ((per_token * scattered).mean(), 0, False),
+        "per-sample-mask": ((per_token.mean(dim=1) * torch.tensor([1.0, 0.0, 1.0, 1.0])).mean(), 0, False),
+    }
+
+
+@pytest.mark.parametrize("form", list(_masked_loss_forms()))
+def test_a_masked_mean_is_found_when_its_padding_stays_in_the_denominator(form):
+    from kb_tools.watch.checks.kbw079_masked_loss_averaged_over_padding import find_masked_means
+    loss, means, on_reduced = _masked_loss_forms()[form]
+    shares, reduced = find_masked_means(loss.grad_fn)
+    assert (len(shares), reduced) == (means, on_reduced)
+    assert all(share == pytest.approx(27 / 40) for share in shares)
+
+
 def test_a_row_has_one_fingerprint_wherever_it_sits_and_other_rows_get_others():
     from kb_tools.watch.checks.tensors import row_fingerprints
     g = torch.Generator().manual_seed(0)

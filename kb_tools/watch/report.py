@@ -139,6 +139,8 @@ def _evaluation_pass_words(run: dict) -> str:
     state = run.get("evaluation_pass")
     if not state:
         return ""
+    if not state.get("batches") and not state.get("model_calls"):
+        return f"; no evaluation ran before {state.get('ended_by') or 'the stop'}"
     return (f" and an evaluation pass of {plural(state.get('batches', 0), 'batch', 'batches')} and "
             f"{plural(state.get('model_calls', 0), 'model call')}, ended by {state.get('ended_by') or 'the stop'}")
 
