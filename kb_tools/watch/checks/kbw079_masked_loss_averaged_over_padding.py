@@ -17,6 +17,8 @@ a mean divided by `mask.mean()` are the right forms and are not matched.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from kb_tools.watch.checks import Check
@@ -131,7 +133,7 @@ def find_masked_means(root) -> tuple[list, bool]:
     """Walk the graph of `root` (near the loss): the mask shares of every `mean(loss * mask)` not
     corrected by the mask's mean, and whether a mask multiplies an already reduced loss."""
     shares, on_reduced = [], False
-    stack = [(root, 0, ())]
+    stack: list[tuple[Any, int, tuple]] = [(root, 0, ())]
     seen = set()
     while stack and len(seen) < MAX_NODES:
         node, depth, factors = stack.pop()
