@@ -508,9 +508,6 @@ _ITERATORS = itertools.count()  # serial numbers of DataLoader iterators (an id 
 def _loader_iter(original):
     @functools.wraps(original)
     def __iter__(self):
-        s = _active
-        if s is not None and s.pass_state is not None and not s.stopped:
-            _guard(s, "loader iter", s.loader_iterated, self)
         iterator = original(self)
         try:
             iterator._kb_watch_loader = self

@@ -542,14 +542,20 @@ class Session:
         """--steps reached in a run fed by a DataLoader: the training iterator's next batch ends its
         epoch instead, so the script goes on to what it does after an epoch (its evaluation, its
         per-epoch scheduler step) and the checks see that too, on every call. The run stops at the
-        next backward or optimizer step, when the training loader is iterated again with grad on,
-        or after EVALUATION_PASS_CALLS batches or model calls."""
+        next backward or optimizer step, at the first batch of the training loader's next epoch
+        (drawn with grad on; the checks see it), or after EVALUATION_PASS_CALLS batches or model
+        calls."""
         loader, serial = self._last_batch
         self.pass_state = EvaluationPass(loader=loader, serial=serial)
         if not self.sampled:
             self.sampled = True
             if self.instrumentation is not None:
                 self.instrumentation.forward_hooks(True)
+
+    def last_batch_loader(self):
+        """The DataLoader that gave the last batch before now (outside the evaluation pass), if alive."""
+        ref = self._last_batch[0]
+        return ref() if ref is not None else None
 
     def stop(self, reason: str) -> None:
         """End the evaluation pass (or the run at --steps): last measurements, then StopWatching."""
@@ -562,11 +568,6 @@ class Session:
     def cuts(self, serial: int | None) -> bool:
         """Is this the training iterator, whose epoch the evaluation pass ends early?"""
         return self.pass_state is not None and serial is not None and serial == self.pass_state.serial
-
-    def loader_iterated(self, loader) -> None:
-        state = self.pass_state
-        if state is not None and state.loader() is loader and torch.is_grad_enabled():
-            self.stop("the next epoch")
 
     def _count_pass_call(self, attribute: str) -> None:
         state = self.pass_state
@@ -697,15 +698,20 @@ class Session:
 
     def batch(self, loader, batch, serial: int | None = None) -> None:
         self.batches += 1
-        if self.pass_state is not None:
+        state = self.pass_state
+        # the training loader's next epoch has begun: its first batch is shown to the checks, then the stop
+        resumed = state is not None and loader is not None and state.loader() is loader and torch.is_grad_enabled()
+        if state is not None and not resumed:
             self._count_pass_call("batches")
-        elif loader is not None:
+        elif state is None and loader is not None:
             self._last_batch = (weakref.ref(loader), serial)
         info = self.loaders.get(id(loader))
         if info is not None:
             info.batches += 1
         if self._handlers["on_any_batch"] and loader is not None:
             self.dispatch("on_any_batch", loader, batch, serial)
+        if resumed:
+            self.stop("the next epoch")
         if self.sampled:
             self.dispatch("on_batch", loader, batch)
 

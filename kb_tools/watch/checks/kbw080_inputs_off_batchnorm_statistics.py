@@ -57,6 +57,8 @@ class InputsOffBatchNormStatistics(Check):
                 or x.shape[1] != module.running_mean.numel():
             return
         median = _median_square_in_units(x.detach(), module)
+        if median != median or median == float("inf"):  # non-finite inputs are KBW006's
+            return
         state[0] += 1
         state[1], state[2] = min(state[1], median), max(state[2], median)
         if state[3] is None:

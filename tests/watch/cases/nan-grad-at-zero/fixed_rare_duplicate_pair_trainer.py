@@ -48,7 +48,7 @@ def make_pairs(batches=40, seed=0):
 def main():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 8))
-    loader = DataLoader(make_pairs(), batch_size=BATCH, shuffle=False)
+    loader = DataLoader(make_pairs(), batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(1))
     print(f"loss {Trainer(model).fit(loader, epochs=2)}")
 
 

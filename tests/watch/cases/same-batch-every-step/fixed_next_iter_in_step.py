@@ -30,7 +30,7 @@ def main():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(640, 20, generator=g)
     y = (x[:, :4].sum(1) > 0).long() + (x[:, 4] > 0).long()
-    loader = DataLoader(TensorDataset(x, y), batch_size=32)  # the data was shuffled once on disk
+    loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(1))
     model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 3))
     trainer = Trainer(model, loader)
     for step in range(60):
