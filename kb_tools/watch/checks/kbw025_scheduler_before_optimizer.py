@@ -10,6 +10,8 @@ overflow, which ticks the scheduler first in a correctly ordered loop too.
 """
 from __future__ import annotations
 
+import weakref
+
 from kb_tools.watch.checks import Check, created_at, plural
 
 _METRIC_DRIVEN = ("ReduceLROnPlateau",)
@@ -33,7 +35,8 @@ class SchedulerBeforeOptimizer(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.seen: set[int] = set()     # ids of the optimizers whose first step was looked at (bounded by MAX_LISTED)
+        # the optimizers whose first step was looked at; weak, for a dropped one's id can come back as a new one's
+        self.seen: weakref.WeakSet = weakref.WeakSet()
         self.found: dict | None = None  # the first case: plain numbers and names only
 
     def _scaler_skipped(self) -> bool:
@@ -47,14 +50,14 @@ class SchedulerBeforeOptimizer(Check):
         return False
 
     def on_step_pre(self, optimizer):
-        if self.found is not None or id(optimizer) in self.seen or len(self.seen) >= 64:
+        if self.found is not None or optimizer in self.seen or len(self.seen) >= 64:
             return
         s = self.session
         info = s.optimizer_info(optimizer)
         if info is None or info.steps > 0:  # not its first step (an optimizer known only now)
-            self.seen.add(id(optimizer))
+            self.seen.add(optimizer)
             return
-        self.seen.add(id(optimizer))
+        self.seen.add(optimizer)
         ahead = [(sch, sch.steps()) for sch in s.schedulers_of(id(optimizer))
                  if sch.ref() is not None and sch.ref().optimizer is optimizer and sch.cls not in _METRIC_DRIVEN]
         ahead = [(sch, n) for sch, n in ahead if 1 <= n <= MAX_TICKS]

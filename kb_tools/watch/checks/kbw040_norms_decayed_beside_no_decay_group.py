@@ -10,6 +10,8 @@ whose norms are called "ln_f" or "norm"). An optimizer with a single decay for e
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 import re
@@ -36,13 +38,13 @@ class NormsDecayedBesideNoDecayGroup(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.looked: set[int] = set()
+        self.looked: weakref.WeakSet = weakref.WeakSet()  # weak: a dropped optimizer's id can be reused
         self.found: dict[int, tuple] = {}  # id(optimizer) -> (optimizer info, names, decay)
 
     def on_step_pre(self, optimizer):
-        if id(optimizer) in self.looked or len(self.looked) >= MAX_OPTIMIZERS:
+        if optimizer in self.looked or len(self.looked) >= MAX_OPTIMIZERS:
             return
-        self.looked.add(id(optimizer))
+        self.looked.add(optimizer)
         groups = optimizer.param_groups
         decays = [float(g.get("weight_decay", 0) or 0) for g in groups]
         if not any(d == 0 for d in decays) or not any(d > 0 for d in decays):

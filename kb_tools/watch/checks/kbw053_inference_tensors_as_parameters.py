@@ -9,6 +9,8 @@ is not reported.
 """
 from __future__ import annotations
 
+import weakref
+
 from kb_tools.watch.checks import Check, created_at, names, plural
 
 
@@ -22,14 +24,14 @@ class InferenceTensorsAsParameters(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.looked: set = set()
+        self.looked: weakref.WeakSet = weakref.WeakSet()  # weak: a dropped module's id can be reused
         self.found: list = []  # (model class, site, tensor names, count)
 
     def on_root_forward(self, info, grad_enabled):
         module = info.module
-        if module is None or id(module) in self.looked:
+        if module is None or module in self.looked:
             return
-        self.looked.add(id(module))
+        self.looked.add(module)
         tensors = list(module.named_parameters()) + list(module.named_buffers())
         bad = [name for name, t in tensors if t.is_inference()]
         if bad:

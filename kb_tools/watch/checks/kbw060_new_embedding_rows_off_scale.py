@@ -11,6 +11,8 @@ no such tail, and new rows set near the trained ones (their mean) are not report
 """
 from __future__ import annotations
 
+import weakref
+
 from kb_tools.watch.checks import Check, names, plural
 
 MIN_ROWS = 16
@@ -55,14 +57,15 @@ class NewEmbeddingRowsOffScale(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.looked: set[int] = set()  # ids of the optimizers whose tables were read
+        # the optimizers whose tables were read: weak, for a dropped optimizer's id can come back as a new one's
+        self.looked: weakref.WeakSet = weakref.WeakSet()
         self.found: dict[str, dict] = {}  # parameter name -> evidence
 
     def on_step_pre(self, optimizer):
         s = self.session
-        if id(optimizer) in self.looked or len(self.looked) >= MAX_TABLES:
+        if optimizer in self.looked or len(self.looked) >= MAX_TABLES:
             return
-        self.looked.add(id(optimizer))  # a table resized between two phases is read by the second's optimizer
+        self.looked.add(optimizer)  # a table resized between two phases is read by the second's optimizer
         import torch
         held, seen = {id(p) for p in s.params_of(optimizer)}, set()
         for model in s.models:

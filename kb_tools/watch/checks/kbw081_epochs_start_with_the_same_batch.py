@@ -1,21 +1,24 @@
 """KBW081: a training DataLoader that starts every epoch with the same batch (train-shuffle-off).
 
 Criterion: a DataLoader whose batches feed the optimizer (the last batch drawn before a step of
-the primary optimizer came from it), with at least 2 batches per pass and a sampler that is not a
-DistributedSampler (KBW020 covers that one), starts two passes, each drawn with grad enabled,
-with first batches of the same fingerprint (shape, dtype, sum and strided elements of the first
-tensor). A shuffled loader opens each epoch with a new random batch; the same opening batch is
-the same order every epoch: shuffle left at its default False, or a sampler that returns its
-indices in order. Not reported when a recurrent layer (RNN, LSTM, GRU) is called in training
-with a hidden state passed in: a model that carries state from one batch to the next (truncated
-backpropagation through time) needs the batches in order (a seq2seq decoder given its encoder's
-state is silenced too, and is then left to the other checks).
+the primary optimizer came from it), with at least 2 batches per pass, a map-style dataset (an
+IterableDataset cannot be shuffled by the loader) and a sampler that is not a DistributedSampler
+(KBW020 covers that one), starts a pass, drawn with grad enabled, with a first batch of the same
+fingerprint (shape, dtype, sum and strided elements of the first tensor) as the pass before it,
+which yielded at least 2 batches (a loader restarted at every step is KBW017's). A shuffled loader
+opens each epoch with a new random batch; the same opening batch is the same order every epoch:
+shuffle left at its default False, or a sampler that returns its indices in order. Not reported
+when a recurrent layer (RNN, LSTM, GRU) is called in training with a hidden state passed in: a
+model that carries state from one batch to the next (truncated backpropagation through time) needs
+the batches in order (a seq2seq decoder given its encoder's state is silenced too, and is then
+left to the other checks).
 """
 from __future__ import annotations
 
 import weakref
 
 import torch
+from torch.utils.data import IterableDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from kb_tools.watch.checks import Check, created_at
@@ -25,7 +28,7 @@ MAX_LOADERS = 16
 
 
 class _Passes:
-    __slots__ = ("loader", "serial", "first", "passes", "repeats", "step", "length", "sampler")
+    __slots__ = ("loader", "serial", "first", "passes", "repeats", "step", "length", "sampler", "batches")
 
     def __init__(self, loader):
         self.loader = weakref.ref(loader)
@@ -33,7 +36,7 @@ class _Passes:
         self.sampler = type(getattr(loader, "sampler", None)).__name__
         self.serial = None
         self.first = None      # the fingerprint of the opening batch of the latest pass
-        self.passes = self.repeats = 0
+        self.passes = self.repeats = self.batches = 0  # batches: of the latest pass
         self.step = None
 
 
@@ -43,7 +46,7 @@ class EpochsStartWithTheSameBatch(Check):
     name = "epochs-start-with-the-same-batch"
     entry = "train-shuffle-off"
     title = "a training DataLoader opens two epochs with the same batch: it is not shuffled"
-    confidence = 0.7
+    confidence = 0.45  # an unshuffled loader slows and biases training but seldom stops it: other causes first
 
     def __init__(self, session):
         super().__init__(session)
@@ -64,17 +67,21 @@ class EpochsStartWithTheSameBatch(Check):
     def on_any_batch(self, loader, batch, serial):
         passes = self.loaders.get(id(loader))
         if passes is None or passes.loader() is not loader:
-            if len(self.loaders) >= MAX_LOADERS or isinstance(getattr(loader, "sampler", None), DistributedSampler):
+            if len(self.loaders) >= MAX_LOADERS or isinstance(getattr(loader, "sampler", None), DistributedSampler) \
+                    or isinstance(getattr(loader, "dataset", None), IterableDataset):
                 return
             passes = self.loaders[id(loader)] = _Passes(loader)
-        if serial is None or serial == passes.serial or not torch.is_grad_enabled():
+        if serial == passes.serial:
+            passes.batches += 1
             return
-        passes.serial = serial
+        if serial is None or not torch.is_grad_enabled():
+            return
+        previous_batches, passes.serial, passes.batches = passes.batches, serial, 1
         tensor = first_tensor(batch)
         if tensor is None:
             return
         opening = fingerprint(tensor)
-        if opening is not None and opening == passes.first:
+        if opening is not None and opening == passes.first and previous_batches >= 2:
             passes.repeats += 1
             if passes.step is None:
                 passes.step = self.session.step
