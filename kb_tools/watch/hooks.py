@@ -400,15 +400,20 @@ def _backward_wrapper(original):
 def _autograd_grad_wrapper(original):
     """torch.autograd.grad: on a sampled step, a call with create_graph=True (its result feeds a
     loss: forces from an energy, a gradient penalty) reaches the checks that listen, with what it
-    returned; otherwise one attribute test per call."""
+    returned, and so does one without it made with grad enabled (a result that cannot train);
+    otherwise one attribute test per call."""
     @functools.wraps(original)
     def grad(*args, **kwargs):
         result = original(*args, **kwargs)
         s = _active
-        if s is not None and s.sampled and s.autograd_grad_watched and not s.stopped \
-                and kwargs.get("create_graph", args[4] if len(args) > 4 else False):
-            outputs = args[0] if args else kwargs.get("outputs")
-            _guard(s, "autograd.grad", s.autograd_grad_call, outputs, result, user_site(depth=2))
+        if s is not None and s.sampled and not s.stopped:
+            create_graph = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
+            if create_graph and s.autograd_grad_watched:
+                outputs = args[0] if args else kwargs.get("outputs")
+                _guard(s, "autograd.grad", s.autograd_grad_call, outputs, result, user_site(depth=2))
+            elif not create_graph and s.plain_autograd_grad_watched and torch.is_grad_enabled():
+                outputs = args[0] if args else kwargs.get("outputs")
+                _guard(s, "autograd.grad", s.plain_autograd_grad_call, outputs, result, user_site(depth=2))
         return result
     return grad
 

@@ -677,6 +677,14 @@ class Session:
         self._event += 1
         self.dispatch("on_autograd_grad", outputs, tuple(result), site)
 
+    @property
+    def plain_autograd_grad_watched(self) -> bool:
+        return bool(self._handlers["on_plain_autograd_grad"])
+
+    def plain_autograd_grad_call(self, outputs, result, site: str | None) -> None:
+        outputs = (outputs,) if isinstance(outputs, torch.Tensor) else tuple(outputs or ())
+        self.dispatch("on_plain_autograd_grad", outputs, tuple(result), site)
+
     def state_dict_loaded(self, module, strict: bool, result, site: str | None) -> None:
         if self._handlers["on_state_dict_loaded"]:
             self.dispatch("on_state_dict_loaded", module, strict, result, site)

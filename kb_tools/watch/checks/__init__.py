@@ -50,6 +50,8 @@ EVENTS = {
                   "(name, input shape, output shape); dispatched only when a check has it",
     "on_autograd_grad": "sampled: torch.autograd.grad with create_graph=True returned (outputs, its results, site); "
                         "dispatched only when a check has it",
+    "on_plain_autograd_grad": "sampled: torch.autograd.grad without create_graph, called with grad enabled, returned "
+                              "(outputs, its results, site); dispatched only when a check has it",
     "on_checkpoint": "sampled: a reentrant torch.utils.checkpoint call, grad enabled, no input requiring grad "
                      "(function, site)",
     "on_state_dict_loaded": "every call: Module.load_state_dict returned (module, strict, its missing/unexpected "
@@ -95,6 +97,7 @@ class Check:
     def on_dropout(self, p): pass
     def on_spread(self, call): pass
     def on_log(self, name, source, output): pass
+    def on_plain_autograd_grad(self, outputs, results, site): pass
     def on_checkpoint(self, function, site): pass
     def on_state_dict_loaded(self, module, strict, result, site): pass
     def on_end(self): pass
