@@ -558,7 +558,7 @@ class Session:
         return ref() if ref is not None else None
 
     def stop(self, reason: str) -> None:
-        """End the evaluation pass (or the run at --steps): last measurements, then StopWatching."""
+        """End the evaluation pass: record what ended it, take the last measurements, raise StopWatching."""
         if self.pass_state is not None and self.pass_state.ended_by is None:
             self.pass_state.ended_by = reason
         self.end()
