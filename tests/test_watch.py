@@ -169,6 +169,7 @@ def test_a_crashing_bug_is_reported_with_the_users_traceback(case_reports):
     (["--bogus", "--", sys.executable, "x.py"], "unrecognized arguments: --bogus"),
     (["--steps", "0", "--", sys.executable, "x.py"], "--steps must be at least 1"),
     (["--steps", "ten", "--", sys.executable, "x.py"], "invalid int value"),
+    (["--no-evaluation-pass", "--", sys.executable, "x.py"], "--no-evaluation-pass changes how --steps N stops"),
     (["--every", "0", "--", sys.executable, "x.py"], "--every must be at least 1"),
     (["--", sys.executable, "-c", "print(1)"], "python -c is not supported"),
     (["--", "bash", "train.sh"], "cannot watch `bash`"),

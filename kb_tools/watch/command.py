@@ -56,6 +56,8 @@ def run_command(args) -> int:
         raise UsageError("watch: name the training command after --, e.g. kb watch -- python train.py")
     if args.steps is not None and args.steps < 1:
         raise UsageError("watch: --steps must be at least 1")
+    if not getattr(args, "evaluation_pass", True) and args.steps is None:
+        raise UsageError("watch: --no-evaluation-pass changes how --steps N stops; it needs --steps")
     if args.every is not None and args.every < 1:
         raise UsageError("watch: --every must be at least 1")
     if args.report:
