@@ -899,11 +899,13 @@ def test_no_evaluation_pass_stops_right_at_the_steps():
 
 
 def test_the_evaluation_pass_is_bounded_and_an_error_in_it_ends_the_run_cleanly():
+    from kb_tools.watch.session import EVALUATION_PASS_CALLS as cap
+    assert cap < 500  # the script's "long" evaluation has 500 batches
     code, out, err = kb_watch("--steps", "5", "--", sys.executable, EPOCH_THEN_EVALUATION, "long")
     assert code == 0 and "epoch 0" not in out
     assert out.splitlines()[-1].startswith(
-        "kb watch: nothing found in 5 optimizer steps (stopped after --steps 5 and an evaluation pass of "
-        "200 batches and 200 model calls, ended by the limit of 200 batches); watched 1 model")
+        f"kb watch: nothing found in 5 optimizer steps (stopped after --steps 5 and an evaluation pass of "
+        f"{cap} batches and {cap} model calls, ended by the limit of {cap} batches); watched 1 model")
 
     code, out, err = kb_watch("--steps", "5", "--json", "--", sys.executable, EPOCH_THEN_EVALUATION, "raises")
     run = json.loads(out)["run"]

@@ -408,11 +408,10 @@ def _autograd_grad_wrapper(original):
         s = _active
         if s is not None and s.sampled and not s.stopped:
             create_graph = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
+            outputs = args[0] if args else kwargs.get("outputs")
             if create_graph and s.autograd_grad_watched:
-                outputs = args[0] if args else kwargs.get("outputs")
                 _guard(s, "autograd.grad", s.autograd_grad_call, outputs, result, user_site(depth=2))
             elif not create_graph and s.plain_autograd_grad_watched and torch.is_grad_enabled():
-                outputs = args[0] if args else kwargs.get("outputs")
                 _guard(s, "autograd.grad", s.plain_autograd_grad_call, outputs, result, user_site(depth=2))
         return result
     return grad

@@ -356,10 +356,10 @@ class Session:
                         self.param_owner[key] = id(sub)
 
     def _model_pre_hook(self, module, args):
-        if self.pass_state is not None and not self.stopped and any(m.ref() is module for m in self.models):
+        info = next((m for m in self.models if m.ref() is module), None)
+        if info is not None and self.pass_state is not None and not self.stopped:
             self._count_pass_call("model_calls")
         if self._handlers["on_root_forward"] or self._handlers["on_root_input"]:
-            info = next((m for m in self.models if m.ref() is module), None)
             if info is not None:
                 grad_enabled = torch.is_grad_enabled()
                 self.dispatch("on_root_forward", info, grad_enabled)

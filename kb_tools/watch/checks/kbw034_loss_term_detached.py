@@ -9,7 +9,7 @@ A loss only logged, or one evaluated with grad on, is passed over unless that ad
 from __future__ import annotations
 
 from kb_tools.watch.checks import Check, loss_where, plural
-from kb_tools.watch.checks.tensors import graph_nodes
+from kb_tools.watch.checks.tensors import adds_a_constant, graph_nodes
 
 MIN_STEPS = 3
 MAX_PENDING = 16
@@ -22,8 +22,7 @@ def _walk(tensors, wanted: set) -> tuple[set, bool]:
     for node in graph_nodes(tensors, MAX_NODES):
         if id(node) in wanted:
             reached.add(id(node))
-        if not constant_added and type(node).__name__.startswith(("AddBackward", "SubBackward")) \
-                and any(child is None for child, _ in node.next_functions):
+        if not constant_added and adds_a_constant(node):
             constant_added = True
     return reached, constant_added
 

@@ -11,6 +11,8 @@ leaves its starting value, max_lr / div_factor for OneCycleLR. A OneCycleLR plan
 """
 from __future__ import annotations
 
+from torch.optim import lr_scheduler
+
 from kb_tools.watch.checks import Check, created_at, plural
 
 MIN_UPDATES = 20
@@ -18,9 +20,10 @@ RATIO = 10
 
 
 def _period(scheduler) -> int | None:
-    if type(scheduler).__name__ == "OneCycleLR":
+    """The schedule's length in its own steps: OneCycleLR's total_steps, CyclicLR's step_size_up."""
+    if isinstance(scheduler, lr_scheduler.OneCycleLR):
         return getattr(scheduler, "total_steps", None)
-    if type(scheduler).__name__ == "CyclicLR":
+    if isinstance(scheduler, lr_scheduler.CyclicLR):
         size = getattr(scheduler, "total_size", None)
         ratio = getattr(scheduler, "step_ratio", None)
         return int(size * ratio) if size is not None and ratio is not None else None

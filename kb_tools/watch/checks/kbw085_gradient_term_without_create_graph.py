@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, loss_where
-from kb_tools.watch.checks.tensors import graph_nodes
+from kb_tools.watch.checks.tensors import adds_a_constant, graph_nodes
 
 MIN_STEPS = 3
 SAMPLES = 16
@@ -40,14 +40,6 @@ def _reaches_parameters(outputs) -> bool:
     """Does the graph of `outputs` reach an nn.Parameter (a model made them)?"""
     for node in graph_nodes([o for o in outputs if isinstance(o, torch.Tensor)], MAX_NODES):
         if isinstance(getattr(node, "variable", None), torch.nn.Parameter):
-            return True
-    return False
-
-
-def _adds_a_constant(tensors) -> bool:
-    for node in graph_nodes(tensors, MAX_NODES):
-        if type(node).__name__.startswith(("AddBackward", "SubBackward")) \
-                and any(child is None for child, _ in node.next_functions):
             return True
     return False
 
@@ -97,7 +89,7 @@ class GradientTermWithoutCreateGraph(Check):
 
     def on_before_backward(self, tensors):
         self._this_step()
-        if self.matched is None or not _adds_a_constant(tensors):
+        if self.matched is None or not any(adds_a_constant(node) for node in graph_nodes(tensors, MAX_NODES)):
             return
         self.steps += 1
         if self.first is None:

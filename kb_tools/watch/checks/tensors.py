@@ -148,6 +148,13 @@ def nodes_from(starts: list, max_nodes: int = 20_000):
         stack.extend(child for child, _ in getattr(node, "next_functions", ()) if child is not None)
 
 
+def adds_a_constant(node) -> bool:
+    """Is this autograd node an add or subtract one of whose sides carries no gradient
+    (`term.detach() + loss`, `torch.tensor(x.item()) + loss`: a term that trains nothing)?"""
+    return type(node).__name__.startswith(("AddBackward", "SubBackward")) \
+        and any(child is None for child, _ in node.next_functions)
+
+
 def graph_leaves(tensors, limit: int, max_nodes: int = 20_000) -> list:
     """The leaf tensors that require grad behind `tensors` (at most `limit`): the variables of the
     graph's AccumulateGrad nodes."""
