@@ -316,3 +316,25 @@ def test_a_plain_snippet_that_deadlocks_fails_at_the_idle_limit_without_a_retry(
     run = snippets.run_snippet(e, "cpu", timeout=60, wall_timeout=300)
     # stopped by the idle limit, not by the backstop, and not run a second time
     assert not run.passed and run.deadlocked and run.deadlocks == 0 and run.stdout == "started\n"
+
+
+def test_only_runs_that_hide_every_gpu_are_forked(tmp_path, monkeypatch):
+    """After torch has started on a machine with a GPU, a forked child cannot initialise CUDA
+    (torch 2.11 on an H200): a run that may use CUDA gets a fresh interpreter."""
+    e = load_entry(tmp_path, snippet="print('ran')\n")
+    ways = []
+
+    def recorder(way):
+        def run(*args, **kwargs):
+            ways.append(way)
+            return {"returncode": 0, "timed_out": None, "seconds": 0.0}, "ran\n", ""
+        return run
+    monkeypatch.setattr(snippets, "_run_forked", recorder("forked"))
+    monkeypatch.setattr(snippets, "_run_process", recorder("fresh"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert snippets.run_snippet(e, "cpu").passed and snippets.run_snippet(e, "cuda").passed
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    snippets.run_snippet(e, "cuda")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    snippets.run_snippet(e, "cuda")
+    assert ways == ["forked", "fresh", "forked", "fresh"]

@@ -196,7 +196,7 @@ def _run_once(entry, device: str, text: str, env: dict, limits: tuple, keep_glob
         with open(script, "w", encoding="utf-8") as fh:
             fh.write(text)
         kept_path = os.path.join(tmp, "kept-globals.json") if keep_globals and entry.launch != "torchrun" else None
-        if fork_server_usable():
+        if fork_server_usable(env):
             ranks = TORCHRUN_PROCS if entry.launch == "torchrun" else 1
             reply, out, err = _run_forked(script, tmp, env, (cpu_limit, wall_limit), keep_globals, kept_path, ranks)
         else:
@@ -277,8 +277,20 @@ def _kill_tree(proc) -> None:
 FORK_SERVER_VAR = "KB_SNIPPET_FORK"  # "0" runs every snippet in a fresh interpreter instead
 
 
-def fork_server_usable() -> bool:
-    return sys.platform.startswith("linux") and os.environ.get(FORK_SERVER_VAR, "1") != "0"
+def fork_server_usable(env: dict | None = None) -> bool:
+    """Linux, not switched off, and (given the run's environment) a run that hides every GPU. Once
+    torch has started and warmed up on a machine with a GPU, a forked child cannot use CUDA (torch
+    2.11 on an H200: "Cannot re-initialize CUDA in forked subprocess"), so a run that may use
+    CUDA gets a fresh interpreter."""
+    if not sys.platform.startswith("linux") or os.environ.get(FORK_SERVER_VAR, "1") == "0":
+        return False
+    return env is None or hides_gpus(env)
+
+
+def hides_gpus(env: dict) -> bool:
+    """Does this environment hide every GPU from torch (CUDA_VISIBLE_DEVICES empty or -1)?"""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    return visible is not None and visible.strip() in ("", "-1")
 
 
 class ForkServerError(RuntimeError):

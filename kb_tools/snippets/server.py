@@ -16,8 +16,9 @@ server's stdin and a private copy of its stdout, one JSON object per line each w
 
 Timeouts are in CPU seconds of the child (RLIMIT_CPU, so a loaded machine cannot trip them);
 the wall-clock limit is only a backstop for a child that hangs without using the CPU.
-The server never initialises CUDA and warms up on one thread (a GNU OpenMP pool does not
-survive fork), so a child can use either.
+The server warms up on one thread (a GNU OpenMP pool does not survive fork), so a child can use
+any thread count. The runner sends it only runs that hide every GPU: after torch's start on a
+machine with one, a forked child cannot initialise CUDA (runner.fork_server_usable).
 """
 from __future__ import annotations
 
