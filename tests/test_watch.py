@@ -919,3 +919,91 @@ def test_a_run_without_a_dataloader_stops_at_the_steps_with_no_evaluation_pass(t
     code, out, _ = kb_watch("--steps", "7", "--json", "--", sys.executable,
                             os.path.join(SCRIPTS, "finally_marker.py"), str(tmp_path / "m"))
     assert code == 0 and json.loads(out)["run"]["evaluation_pass"] is None
+
+
+# ---------------------------------------------------------------- the device of the tensors kb watch makes
+
+_FACTORIES = {"tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace", "eye",
+              "rand", "randn", "randint", "randperm", "zeros_like"}
+
+
+def test_every_tensor_the_watch_code_makes_names_its_device():
+    """A user may run with torch.set_default_device("cuda"): a tensor kb watch creates without naming
+    its device lands there and meets the CPU copies the checks read (a CUDA run showed KBW060,
+    KBW065 and KBW078 failing so, and a CPU generator refused for a CUDA draw)."""
+    missing = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "kb_tools", "watch", "**", "*.py"), recursive=True)):
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _FACTORIES \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" \
+                    and not node.func.attr.endswith("_like") and "device" not in {k.arg for k in node.keywords}:
+                missing.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} torch.{node.func.attr}")
+    assert missing == []
+
+
+@pytest.mark.parametrize("case, code", [
+    ("new-token-embedding-init/bug_concat_random_rows", "KBW060"),
+    ("bos-token-duplication/bug_chat_text_with_bos_tokenized_again", "KBW078"),
+    ("padded-loss-reduction/bug_causal_lm_labels_copy_padded_ids", "KBW065"),
+    ("data-leakage/bug_validation_split_drawn_twice", "KBW076"),
+    ("adam-eps-low-precision/bug_model_half_trainer", "KBW027"),
+])
+def test_the_checks_create_no_tensor_on_the_default_device(case, code):
+    """The same at run time: while the check that finds the case works, no torch factory called
+    from kb_tools/watch leaves the device to the default."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._device import _device_constructors
+    from kb_tools.watch.checks import tensors
+    tensors._row_weights.clear()   # made again, as in a fresh process
+    watch_dir = os.path.join(ROOT, "kb_tools", "watch")
+    undeclared = []
+
+    class Spy(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in _device_constructors() and kwargs.get("device") is None:
+                caller = sys._getframe(1)
+                if caller.f_code.co_filename.startswith(watch_dir):
+                    undeclared.append(f"{os.path.relpath(caller.f_code.co_filename, ROOT)}:{caller.f_lineno}")
+            return func(*args, **kwargs)
+
+    with Spy():
+        _, out, err = kb_watch("--steps", str(STEPS), "--json", "--", sys.executable,
+                               os.path.join("tests", "watch", "cases", case + ".py"))
+    report = json.loads(out)
+    assert [f["code"] for f in report["findings"]][:1] == [code], err[-1000:]
+    assert report["run"]["internal_errors"] == []
+    assert undeclared == []
+
+
+def test_a_graph_walk_meets_every_node_once_when_torch_wraps_nodes_anew():
+    """torch 2.11 gives an autograd node a new Python object once its last one is freed, so a walk
+    that remembers nodes by id() alone skipped nodes whose id a freed one had had (KBW041 then
+    missed its cases, KBW006 named the wrong entry). Here nodes are wrapped as 2.11 wraps them:
+    the live wrapper if there is one, else a new one."""
+    import weakref
+
+    from kb_tools.watch.checks.tensors import nodes_from
+
+    live = weakref.WeakValueDictionary()
+
+    class Wrapper:
+        def __init__(self, key):
+            self.key = key
+
+        @property
+        def next_functions(self):
+            return tuple((wrap(k), 0) for k in children[self.key])
+
+    def wrap(key):
+        w = live.get(key)
+        if w is None:
+            w = live[key] = Wrapper(key)
+        return w
+
+    # a chain of 300 nodes, each also pointing two ahead (a diamond at every node)
+    children = {k: [j for j in (k + 1, k + 2) if j < 300] for k in range(300)}
+    keys = [node.key for node in nodes_from([wrap(0)])]
+    assert sorted(keys) == list(range(300))

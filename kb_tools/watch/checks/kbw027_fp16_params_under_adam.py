@@ -48,7 +48,7 @@ class Fp16ParamsUnderAdam(Check):
             return
         info = self.session.optimizer_info(optimizer)
         self.found = {"optimizer": type(optimizer).__name__, "site": info.site if info else None, "eps": eps,
-                      "eps_in_fp16": float(torch.tensor(eps, dtype=torch.float16)), "fp16_parameters": len(half),
+                      "eps_in_fp16": float(torch.tensor(eps, dtype=torch.float16, device="cpu")), "fp16_parameters": len(half),
                       "trainable_parameters": total, "step": self.session.step,
                       "names": [self.session.param_name(p) for p in half[:20]]}
         self.pending = True

@@ -16,12 +16,18 @@ MAX_PENDING = 16
 MAX_NODES = 50_000
 
 
-def _walk(tensors, wanted: set) -> tuple[set, bool]:
-    """(the wanted node ids reached, whether an add/sub node has an input without gradient)."""
+def _walk(tensors, pending: dict, key: str) -> tuple[set, bool]:
+    """(the pending tokens whose loss node was reached, whether an add/sub node has an input without
+    gradient). A loss node is known by the token under `key` in its metadata dict, which lives on the node itself:
+    torch 2.11 makes a new Python object for a node once the last one is freed, so an id() taken
+    at the loss call would not match. Only nodes of the loss nodes' types are asked."""
+    names = {name for name, _ in pending.values()}
     reached, constant_added = set(), False
     for node in graph_nodes(tensors, MAX_NODES):
-        if id(node) in wanted:
-            reached.add(id(node))
+        if type(node).__name__ in names:
+            token = getattr(node, "metadata", {}).get(key)
+            if token in pending:
+                reached.add(token)
         if not constant_added and adds_a_constant(node):
             constant_added = True
     return reached, constant_added
@@ -37,7 +43,9 @@ class LossTermDetached(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.pending: dict[int, object] = {}  # grad_fn id -> LossCall info, this step
+        self.pending: dict[int, tuple] = {}  # token -> (the loss node's type name, LossCall info), this step
+        self.tokens = 0
+        self.key = f"kb_watch_loss_{id(self)}"  # one per session
         self.constant_added = False
         self.steps = 0
         self.first_step = None
@@ -46,13 +54,16 @@ class LossTermDetached(Check):
     def on_loss(self, call):
         out = call.output
         fn = getattr(out, "grad_fn", None)
-        if call.grad_enabled and fn is not None and len(self.pending) < MAX_PENDING:
-            self.pending[id(fn)] = call.info
+        if call.grad_enabled and fn is not None and len(self.pending) < MAX_PENDING \
+                and isinstance(getattr(fn, "metadata", None), dict):
+            self.tokens += 1
+            fn.metadata[self.key] = self.tokens
+            self.pending[self.tokens] = (type(fn).__name__, call.info)
 
     def on_before_backward(self, tensors):
         if not self.pending:
             return
-        reached, constant_added = _walk(tensors, set(self.pending))
+        reached, constant_added = _walk(tensors, self.pending, self.key)
         for key in reached:
             self.pending.pop(key, None)
         self.constant_added = self.constant_added or constant_added
@@ -64,7 +75,7 @@ class LossTermDetached(Check):
         if self.pending and self.constant_added and s.backward_calls:
             self.steps += 1
             self.first_step = s.step if self.first_step is None else self.first_step
-            for info in list(self.pending.values())[:4]:
+            for _, info in list(self.pending.values())[:4]:
                 self.terms.setdefault(info.kind, (loss_where(info), info.site))
         self.pending, self.constant_added = {}, False
 

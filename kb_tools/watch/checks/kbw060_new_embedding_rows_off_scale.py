@@ -25,10 +25,10 @@ def off_scale_tail(norms, padding_idx=None):
     """(rows in the tail, the tail's median norm, the other rows' median and 95th percentile) of a
     list of row norms, or None when the table does not end in rows far above the others."""
     import torch
-    keep = torch.ones(len(norms), dtype=torch.bool)
+    keep = torch.ones(len(norms), dtype=torch.bool, device=norms.device)
     if padding_idx is not None:
         keep[padding_idx] = False
-    rows = torch.arange(len(norms))[keep]
+    rows = torch.arange(len(norms), device=norms.device)[keep]
     values = norms[keep]
     n = len(values)
     if n < MIN_ROWS:

@@ -97,7 +97,7 @@ def _scored_share(targets, width: int, pad: int, spans: list, shift: int) -> tup
     than OTHERS_SHARE of the other aligned positions (then it is data, not padding)."""
     rows, length = targets.shape
     limit = min(length, width - shift)
-    padded = torch.zeros(rows, limit, dtype=torch.bool)
+    padded = torch.zeros(rows, limit, dtype=torch.bool, device=targets.device)
     for row, start, end in spans:
         if row < rows:
             padded[row, max(0, start - shift):max(0, min(limit, end - shift))] = True

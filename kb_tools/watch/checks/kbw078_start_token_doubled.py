@@ -58,7 +58,7 @@ class StartTokenDoubled(Check):
         st[0] += 1
         if float(doubled.float().mean()) < SHARE:
             return   # the common case, decided without reading the rows
-        varied = torch.tensor([len(set(row.tolist())) >= 3 for row in head])
+        varied = torch.tensor([len(set(row.tolist())) >= 3 for row in head], device=head.device)
         rest = head[:, 2:]
         if float((rest == token).float().mean()) > ELSEWHERE:
             return   # the token occurs inside the text too: a template that opens with "##", not a start token

@@ -134,12 +134,12 @@ def find_masked_means(root) -> tuple[list, bool]:
     corrected by the mask's mean, and whether a mask multiplies an already reduced loss."""
     shares, on_reduced = [], False
     stack: list[tuple[Any, int, tuple]] = [(root, 0, ())]
-    seen = set()
+    seen: dict = {}   # id -> node, held until the walk ends so that no id is reused (see nodes_from)
     while stack and len(seen) < MAX_NODES:
         node, depth, factors = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         name = node.name()
         try:
             masking = _masking(node)

@@ -125,7 +125,8 @@ def row_fingerprints(t: torch.Tensor, min_columns: int = 8) -> list | None:
     weights = _row_weights.get(key)
     if weights is None:
         g = torch.Generator().manual_seed(rows.shape[1])
-        weights = (torch.randint(1, 2 ** 62, (rows.shape[1],), generator=g, dtype=torch.int64) * 2 + 1).to(rows.device)
+        weights = (torch.randint(1, 2 ** 62, (rows.shape[1],), generator=g, dtype=torch.int64, device="cpu") * 2
+                   + 1).to(rows.device)
         if len(_row_weights) < 64:
             _row_weights[key] = weights
     return (rows * weights).sum(1).tolist()
@@ -137,13 +138,17 @@ def graph_nodes(tensors, max_nodes: int = 20_000):
 
 
 def nodes_from(starts: list, max_nodes: int = 20_000):
-    """The autograd nodes reachable from the nodes `starts` (grad_fn objects), as graph_nodes."""
-    seen, stack = set(), list(starts)
+    """The autograd nodes reachable from the nodes `starts` (grad_fn objects), as graph_nodes.
+    The nodes seen are kept alive until the walk ends: torch 2.11 makes a new Python object for a
+    node each time next_functions is read, so a freed one's id() would be reused by another node,
+    which the walk would then skip."""
+    seen: dict = {}
+    stack = list(starts)
     while stack and len(seen) < max_nodes:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         yield node
         stack.extend(child for child, _ in getattr(node, "next_functions", ()) if child is not None)
 
