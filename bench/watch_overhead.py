@@ -12,7 +12,8 @@ blocks and removed for the others, so its step counter and sampling run on as in
 Reported per model and clock: each mode's mean step time and its change from the unwatched mean
 (the cost over a long run), and the first 10 steps of the default session, all of them sampled.
 
-    python bench/watch_overhead.py [--steps 100] [--rounds 4] [--every 10] [--threads 1] [--device cpu] [--json]
+    python bench/watch_overhead.py [--steps 100] [--rounds 4] [--every 10] [--threads 1] [--device cpu]
+                                   [--size small|medium] [--json]
 """
 from __future__ import annotations
 
@@ -33,13 +34,14 @@ from kb_tools.watch.session import DEFAULT_EVERY, Session  # noqa: E402
 
 
 class SmallCNN(nn.Module):
-    def __init__(self, classes=10):
+    def __init__(self, classes=10, width=16):
         super().__init__()
+        w = width
         self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
-        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(0.2), nn.Linear(64, classes))
+            nn.Conv2d(3, w, 3, padding=1), nn.BatchNorm2d(w), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(w, 2 * w, 3, padding=1), nn.BatchNorm2d(2 * w), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(2 * w, 4 * w, 3, padding=1), nn.BatchNorm2d(4 * w), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(0.2), nn.Linear(4 * w, classes))
 
     def forward(self, x):
         return self.head(self.features(x))
@@ -60,12 +62,25 @@ class SmallTransformer(nn.Module):
         return self.lm_head(self.norm(h))
 
 
+# --size: the models' shapes. "small" steps take a few ms on a GPU, where launching the kernels, not
+# running them, sets the pace; "medium" ones are closer to a real GPU job's step.
+SIZES = {
+    "small": {"cnn": {"width": 16, "image": 32, "batch": 32},
+              "transformer": {"vocab": 1000, "d_model": 64, "heads": 4, "layers": 2, "seq": 32, "batch": 16}},
+    "medium": {"cnn": {"width": 64, "image": 64, "batch": 128},
+               "transformer": {"vocab": 8000, "d_model": 512, "heads": 8, "layers": 6, "seq": 256, "batch": 16}},
+}
+SIZE = "small"
+
+
 def cnn_setup(device):
     torch.manual_seed(0)
-    model = SmallCNN().to(device)
+    shape = SIZES[SIZE]["cnn"]
+    model = SmallCNN(width=shape["width"]).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
-    x, y = torch.randn(32, 3, 32, 32, device=device), torch.randint(0, 10, (32,), device=device)
+    x = torch.randn(shape["batch"], 3, shape["image"], shape["image"], device=device)
+    y = torch.randint(0, 10, (shape["batch"],), device=device)
 
     def step():
         optimizer.zero_grad()
@@ -77,9 +92,10 @@ def cnn_setup(device):
 
 def transformer_setup(device):
     torch.manual_seed(0)
-    model = SmallTransformer().to(device)
+    shape = SIZES[SIZE]["transformer"]
+    model = SmallTransformer(shape["vocab"], shape["d_model"], shape["heads"], shape["layers"], shape["seq"]).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    tokens = torch.randint(0, 1000, (16, 33), device=device)
+    tokens = torch.randint(0, shape["vocab"], (shape["batch"], shape["seq"] + 1), device=device)
     x, y = tokens[:, :-1], tokens[:, 1:]
 
     def step():
@@ -145,13 +161,18 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: CPU time is then "
                         "the step's own)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--size", choices=tuple(SIZES), default="small",
+                        help="the models' shapes (default small; medium is meant for a GPU)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    global SIZE
+    SIZE = args.size
     torch.set_num_threads(args.threads)
-    results = [measure("small CNN (3 conv + BN, 32x32x3, batch 32)", cnn_setup, args.steps, args.rounds, args.every,
-                       args.device),
-               measure("small transformer (2 layers, d 64, seq 32, batch 16, vocab 1000)", transformer_setup,
-                       args.steps, args.rounds, args.every, args.device)]
+    c, t = SIZES[SIZE]["cnn"], SIZES[SIZE]["transformer"]
+    results = [measure(f"{SIZE} CNN (3 conv + BN, widths {c['width']}-{4 * c['width']}, {c['image']}x{c['image']}x3, "
+                       f"batch {c['batch']})", cnn_setup, args.steps, args.rounds, args.every, args.device),
+               measure(f"{SIZE} transformer ({t['layers']} layers, d {t['d_model']}, seq {t['seq']}, batch {t['batch']}, "
+                       f"vocab {t['vocab']})", transformer_setup, args.steps, args.rounds, args.every, args.device)]
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

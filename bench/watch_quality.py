@@ -1,6 +1,6 @@
 """How well `kb watch` finds the mistakes its entries describe, and how often it cries wolf.
 
-    python bench/watch_quality.py [--only cases|real|bugs] [--json FILE] [--markdown]
+    python bench/watch_quality.py [--only cases|real|bugs] [--json FILE] [--markdown] [--device cuda] [--shard K/N]
 
 1. Cases (tests/watch/cases/<entry>/bug_*.py and fixed_*.py, written next to the checks, and the
    healthy look-alikes of tests/watch/lookalikes/<entry>/*.py): per entry and overall, recall =
@@ -20,6 +20,11 @@ bugs) run in this process as `kb watch --steps N --json -- python SCRIPT` does, 
 thread (the bug scripts in a temporary working folder); third-party scripts run in a child
 process each, in a temporary folder, with a timeout.
 Progress goes to stderr; the tables to stdout. Only counts and ratios are printed.
+
+--device cuda runs our own scripts with CUDA as torch's default device (they name none), so every
+check reads CUDA tensors, each in a process of its own (bench/on_device.py), and leaves the GPU
+visible to the third-party scripts, which pick it themselves; --device cpu (the default) hides any GPU from them. --shard K/N runs every Nth script
+of each section from the Kth (K from 0), for parallel runs whose JSON rows are merged afterwards.
 """
 from __future__ import annotations
 
@@ -60,9 +65,68 @@ def _failed_report(error: str) -> dict:
 
 # ---------------------------------------------------------------- running one script
 
+DEVICE = "cpu"   # set by --device: the default device our own scripts run on
+SHARD = (0, 1)   # set by --shard K/N: each section runs its scripts K, K+N, K+2N, ...
+
+
+def _shard(items: list) -> list:
+    k, n = SHARD
+    return items[k::n]
+
+
+@contextlib.contextmanager
+def default_device(device: str):
+    """Torch's default device set to `device` while one of our scripts runs (see _DefaultDevice)."""
+    if device == "cpu":
+        yield
+        return
+    with _DefaultDevice(device):
+        yield
+
+
+def _DefaultDevice(device: str):
+    """A TorchFunctionMode that acts as torch.set_default_device(device), except for a random draw
+    from an explicit CPU generator (`torch.Generator()` given to randn, randperm, a DataLoader or
+    a sampler), which torch refuses on a CUDA tensor: that draw is made on the CPU, then moved or
+    copied to the device, as a script that moves its batches there does."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._device import _device_constructors
+
+    class Mode(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.device = torch.device(device)
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            generator = kwargs.get("generator")
+            on_cpu = isinstance(generator, torch.Generator) and generator.device.type == "cpu"
+            if func in _device_constructors() and kwargs.get("device") is None:
+                if on_cpu:
+                    return func(*args, **kwargs).to(self.device)
+                kwargs["device"] = self.device
+            elif on_cpu and args and isinstance(args[0], torch.Tensor) and args[0].device.type != "cpu":
+                if getattr(func, "__name__", "").endswith("_"):
+                    target = args[0]   # an in-place draw (random_, normal_, ...) into a device tensor
+                    drawn = target.detach().cpu()
+                    func(drawn, *args[1:], **kwargs)
+                    with torch.no_grad():
+                        target.copy_(drawn)
+                    return target
+                # a draw from device tensors (multinomial of a probability vector): on CPU copies
+                on_host = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
+                return func(*on_host, **kwargs).to(args[0].device)
+            return func(*args, **kwargs)
+    return Mode()
+
+
 def watch_in_process(path: str, steps: int, argv: list | tuple = (), cwd: str = ROOT) -> dict:
-    """`kb watch --steps STEPS --json -- python PATH ARGV` in this process, torch on one thread: the report
-    (steps 0: no --steps, the whole run is watched and reported at its end, as a user runs it)."""
+    """`kb watch --steps STEPS --json -- python PATH ARGV` in this process, torch on one thread and
+    DEVICE as its default device: the report (steps 0: no --steps, the whole run is watched and
+    reported at its end, as a user runs it)."""
+    if DEVICE != "cpu":
+        return _watch_on_device(path, steps, argv, cwd)
     import torch
 
     from kb_tools import cli
@@ -71,7 +135,7 @@ def watch_in_process(path: str, steps: int, argv: list | tuple = (), cwd: str = 
     torch.set_num_threads(1)
     try:
         os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), default_device(DEVICE):
             limit = ["--steps", str(steps)] if steps else []
             cli.main(["watch", *limit, "--json", "--", sys.executable, path, *argv])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken script must not end the bench
@@ -85,12 +149,31 @@ def watch_in_process(path: str, steps: int, argv: list | tuple = (), cwd: str = 
         return _failed_report("no JSON report: " + err.getvalue()[-500:])
 
 
+def _watch_on_device(path: str, steps: int, argv, cwd: str) -> dict:
+    """watch_in_process for --device other than cpu: a child process per script, the script run
+    through bench/on_device.py (a device-side assert would end the CUDA context of this process)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1", "PYTHONPATH": ROOT}
+    limit = ["--steps", str(steps)] if steps else []
+    command = [sys.executable, "-m", "kb_tools", "watch", *limit, "--json", "--", sys.executable,
+               os.path.join(ROOT, "bench", "on_device.py"), DEVICE, os.path.join(ROOT, path), *argv]
+    try:
+        r = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return _failed_report(f"timed out after {TIMEOUT} s")
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        return _failed_report(f"no JSON report (exit {r.returncode}): " + r.stderr[-500:])
+
+
 def watch_subprocess(path: str, steps: int, argv: list | tuple = (), pythonpath: list | tuple = (),
                      timeout: float = TIMEOUT) -> dict:
     """The same in a child process whose working directory is a fresh temporary folder (the script
     may write files there), with PYTHONPATH = PYTHONPATH entries then the repository root."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1",
            "PYTHONPATH": os.pathsep.join([*pythonpath, ROOT])}
+    if DEVICE == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""   # a third-party script picks a GPU whenever it sees one
     command = [sys.executable, "-m", "kb_tools", "watch", "--steps", str(steps), "--json", "--",
                sys.executable, os.path.abspath(path), *argv]
     with tempfile.TemporaryDirectory(prefix="kb-watch-bench-") as cwd:
@@ -126,6 +209,7 @@ def case_section(cases: str = CASES, lookalikes: str = LOOKALIKES, steps: int = 
     rows = []
     scripts = sorted(glob.glob(os.path.join(cases, "*", "bug_*.py")) + glob.glob(os.path.join(cases, "*", "fixed_*.py"))
                      + glob.glob(os.path.join(lookalikes, "*", "*.py")))
+    scripts = _shard(scripts)
     for i, path in enumerate(scripts, 1):
         entry = os.path.basename(os.path.dirname(path))
         name = os.path.basename(path)
@@ -201,6 +285,7 @@ def real_section(folder: str = REAL, run=None, timeout: float = TIMEOUT, root: s
     items = _load_manifest(os.path.join(folder, "MANIFEST.yaml"))
     if items is None:
         return None
+    items = _shard(items)
     standins = os.path.join(folder, "standins")
     run = run or (lambda path, steps, argv: watch_subprocess(path, steps, argv, [standins], timeout))
     rows, missing, changed = [], [], []
@@ -221,7 +306,8 @@ def real_section(folder: str = REAL, run=None, timeout: float = TIMEOUT, root: s
                "findings": found, "judged_true": sum(_judged_true(item, f) for f in found),
                "judged_false": sum(_judged_false(item, f) for f in found),
                "false_alarms": sum(not _judged_true(item, f) for f in found),
-               "error": report["run"].get("error"), "exit_status": report["run"].get("exit_status")}
+               "error": report["run"].get("error"), "exit_status": report["run"].get("exit_status"),
+               "internal_errors": len(report["run"].get("internal_errors") or [])}
         row["unjudged"] = row["false_alarms"] - row["judged_false"]
         rows.append(row)
         progress(f"[real {i}/{len(items)}] {item['file']}: {', '.join(found) or 'no finding'}"
@@ -247,6 +333,7 @@ def bug_section(folder: str = BUGS, run=None, steps: int = BUG_STEPS) -> dict | 
     items = _load_manifest(os.path.join(folder, "MANIFEST.yaml"))
     if items is None:
         return None
+    items = _shard(items)
     run = run or (lambda path: _in_temporary_folder(path, steps))
     rows, missing = [], []
     for i, item in enumerate(items, 1):
@@ -258,7 +345,8 @@ def bug_section(folder: str = BUGS, run=None, steps: int = BUG_STEPS) -> dict | 
         entries = _entries(report)
         row = {"file": item["file"], "split": item.get("split", "dev"), "entry": item["entry"],
                "findings": _codes(report), "found": item["entry"] in entries,
-               "first": bool(entries) and entries[0] == item["entry"]}
+               "first": bool(entries) and entries[0] == item["entry"], "error": report["run"].get("error"),
+               "internal_errors": len(report["run"].get("internal_errors") or [])}
         rows.append(row)
         progress(f"[bugs {i}/{len(items)}] {item['file']} ({row['split']}, {item['entry']}): "
                  f"{', '.join(row['findings']) or 'no finding'}")
@@ -334,8 +422,19 @@ def main(argv=None) -> int:
     p.add_argument("--bug-steps", type=int, default=BUG_STEPS, metavar="N",
                    help=f"optimizer steps watched per real-bug script (default {BUG_STEPS}; 0: the whole run, "
                         f"reported at its end, as `kb watch -- python train.py` without --steps)")
+    p.add_argument("--device", default="cpu", help="the default device for our own scripts, and whether the "
+                   "third-party ones see a GPU (default cpu: they see none)")
+    p.add_argument("--shard", default="0/1", metavar="K/N", help="run every Nth script of each section from the Kth")
     args = p.parse_args(argv)
-    results: dict = {}
+    global DEVICE, SHARD
+    try:
+        k, n = (int(x) for x in args.shard.split("/"))
+        if not 0 <= k < n:
+            raise ValueError
+    except ValueError:
+        p.error(f"--shard: expected K/N with 0 <= K < N, got {args.shard!r}")
+    DEVICE, SHARD = args.device, (k, n)
+    results: dict = {"device": DEVICE, "shard": args.shard}
     out: list = []
     if args.only in (None, "cases"):
         results["cases"] = cases = case_section()
