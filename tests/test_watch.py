@@ -14,6 +14,7 @@ import io
 import json
 import os
 import subprocess
+import textwrap
 import sys
 
 import pytest
@@ -1007,3 +1008,39 @@ def test_a_graph_walk_meets_every_node_once_when_torch_wraps_nodes_anew():
     children = {k: [j for j in (k + 1, k + 2) if j < 300] for k in range(300)}
     keys = [node.key for node in nodes_from([wrap(0)])]
     assert sorted(keys) == list(range(300))
+
+
+def test_per_sample_gradients_under_vmap_leave_the_checks_on(tmp_path):
+    """torch.func.vmap(grad(...)) (per-sample gradients, DP-SGD) runs the model and the loss on
+    batched stand-ins that no check can read: the checks sit it out instead of raising and being
+    switched off for the rest of the run."""
+    script = tmp_path / "dp_sgd.py"
+    script.write_text(textwrap.dedent("""\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+        from torch.func import functional_call, grad, vmap
+
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(10, 32), nn.LayerNorm(32), nn.ReLU(), nn.Linear(32, 3))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(256, 10), torch.randint(0, 3, (256,))
+
+        def sample_loss(params, xi, yi):
+            out = functional_call(model, params, (xi.unsqueeze(0),))
+            return F.cross_entropy(out, yi.unsqueeze(0))
+
+        per_sample = vmap(grad(sample_loss), in_dims=(None, 0, 0))
+        for step in range(30):
+            i = (step * 32) % 256
+            params = {k: v.detach() for k, v in model.named_parameters()}
+            grads = per_sample(params, x[i:i + 32], y[i:i + 32])
+            optimizer.zero_grad()
+            for name, p in model.named_parameters():
+                p.grad = grads[name].clamp(-1, 1).mean(0)
+            optimizer.step()
+        """))
+    code, out, err = kb_watch("--steps", "20", "--json", "--", sys.executable, str(script))
+    report = json.loads(out)
+    assert report["run"]["internal_errors"] == [], report["run"]["internal_errors"]
+    assert report["run"]["steps"] == 20, err[-1000:]

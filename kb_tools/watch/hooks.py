@@ -51,6 +51,7 @@ from torch.optim import lr_scheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import dataloader
 
+from kb_tools.watch.checks.tensors import inside_function_transform
 from kb_tools.watch.sites import StopWatching, user_site
 
 SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
@@ -67,7 +68,10 @@ def active_session():
 
 
 def _guard(session, where: str, fn, *args):
-    """Run instrumentation code so that its own failure never reaches the user's program."""
+    """Run instrumentation code so that its own failure never reaches the user's program; none runs
+    inside a torch.func transform (tensors.inside_function_transform)."""
+    if inside_function_transform():
+        return None
     try:
         return fn(*args)
     except StopWatching:

@@ -18,8 +18,9 @@ from typing import Any
 import torch
 
 from kb_tools.watch.checks import EVENTS, all_checks, overridden
-from kb_tools.watch.checks.tensors import grad_norm_of
+from kb_tools.watch.checks.tensors import grad_norm_of, inside_function_transform
 from kb_tools.watch.sites import StopWatching, user_site
+
 
 WARMUP = 10         # every step is sampled until this many steps have run
 DEFAULT_EVERY = 10  # then every k-th step
@@ -287,7 +288,10 @@ class Session:
 
     def dispatch(self, event: str, *args, only=None) -> None:
         """Call `event` on every check that implements it (of those in `only`, when given); a check that
-        raises is switched off and recorded (the user's run goes on)."""
+        raises is switched off and recorded (the user's run goes on). Nothing is dispatched inside a
+        torch.func transform (vmap, grad): its tensors are stand-ins no check can read."""
+        if inside_function_transform():
+            return
         for check in self._handlers[event]:
             if only is not None and check not in only:
                 continue

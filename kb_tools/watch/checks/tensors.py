@@ -248,3 +248,12 @@ def grad_norm_tensor(tensors) -> torch.Tensor:
     except RuntimeError:  # mixed devices or dtypes
         stacked = torch.stack([n.to(device=norms[0].device, dtype=torch.float64) for n in norms])
     return torch.linalg.vector_norm(stacked.double())
+
+
+_PEEK_TRANSFORMS = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
+
+
+def inside_function_transform() -> bool:
+    """Is torch.func's vmap or grad running (per-sample gradients, DP-SGD)? Its tensors are batched
+    stand-ins: reading their values raises, and a check that raised would be switched off."""
+    return _PEEK_TRANSFORMS is not None and _PEEK_TRANSFORMS() is not None
