@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from kb_tools.watch.checks import Check
+from kb_tools.watch.checks.tensors import constant_factor
 from kb_tools.watch.sites import user_site
 
 MAX_DEPTH = 12
@@ -90,12 +91,6 @@ def _is_reduced(node) -> bool:
     return reduction in (1, 2)
 
 
-def _scalar(value) -> float | None:
-    if isinstance(value, torch.Tensor):
-        return float(value) if value.numel() == 1 else None
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def _numel(node) -> int | None:
     try:
         return int(torch.Size(node._input_metadata[0].shape).numel())
@@ -111,22 +106,6 @@ def _corrected(share: float, factors: tuple) -> bool:
         if kind == "mul" and abs(value * share - 1.0) <= 1e-3:
             return True
     return False
-
-
-def _factor(node) -> tuple | None:
-    """A division or multiplication by a constant number on the path: ("div"|"mul", value)."""
-    name = node.name()
-    nexts = node.next_functions
-    try:
-        if name == "DivBackward0" and len(nexts) == 2 and nexts[1][0] is None:
-            value = _scalar(node._saved_other)
-            return ("div", value) if value is not None else None
-        if name == "MulBackward0" and len(nexts) == 2 and (nexts[0][0] is None) != (nexts[1][0] is None):
-            value = _scalar(node._saved_other if nexts[1][0] is None else node._saved_self)
-            return ("mul", value) if value is not None else None
-    except RuntimeError:
-        return None
-    return None
 
 
 def find_masked_means(root) -> tuple[list, bool]:
@@ -164,7 +143,7 @@ def find_masked_means(root) -> tuple[list, bool]:
                         shares.append(share)
         if depth >= MAX_DEPTH:
             continue
-        factor = _factor(node)
+        factor = constant_factor(node)
         inner_factors = factors + (factor,) if factor is not None else factors
         for child, _ in node.next_functions:
             if child is not None:

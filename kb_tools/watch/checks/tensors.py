@@ -160,6 +160,28 @@ def adds_a_constant(node) -> bool:
         and any(child is None for child, _ in node.next_functions)
 
 
+def constant_factor(node, host_only: bool = False) -> tuple | None:
+    """("div"|"mul", value) when this autograd node divides or multiplies by a constant number (one
+    side carries no gradient), else None. With `host_only`, a constant kept on an accelerator is
+    not read (reading it would synchronise the device)."""
+    name = node.name()
+    nexts = node.next_functions
+    try:
+        if name == "DivBackward0" and len(nexts) == 2 and nexts[1][0] is None:
+            kind, value = "div", node._saved_other
+        elif name == "MulBackward0" and len(nexts) == 2 and (nexts[0][0] is None) != (nexts[1][0] is None):
+            kind, value = "mul", node._saved_other if nexts[1][0] is None else node._saved_self
+        else:
+            return None
+    except RuntimeError:  # a saved tensor already freed
+        return None
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or (host_only and value.device.type != "cpu"):
+            return None
+        return kind, float(value)
+    return (kind, float(value)) if isinstance(value, (int, float)) else None
+
+
 def graph_leaves(tensors, limit: int, max_nodes: int = 20_000) -> list:
     """The leaf tensors that require grad behind `tensors` (at most `limit`): the variables of the
     graph's AccumulateGrad nodes."""
