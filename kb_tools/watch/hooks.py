@@ -102,6 +102,28 @@ def _dropout_wrapper(original):
     return wrapper
 
 
+def _bernoulli_probability(name: str, args: tuple, kwargs: dict):
+    """The probability of a Bernoulli draw: `x.bernoulli_(p=0.5)` fills x with draws of probability
+    p; `torch.bernoulli(input)` and `x.bernoulli()` draw with input's values unless p is given."""
+    p = args[1] if len(args) > 1 else kwargs.get("p")
+    if name == "bernoulli_":
+        return 0.5 if p is None else p
+    return p if p is not None else (args[0] if args else kwargs.get("input"))
+
+
+def _bernoulli_wrapper(name: str, original):
+    """torch.bernoulli and Tensor.bernoulli / bernoulli_: a 0/1 mask drawn by hand (a dropout written
+    in forward()) reaches the checks that listen, with its probability; otherwise one attribute
+    test per call."""
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        s = _active
+        if s is not None and s.bernoulli_watched and not s.stopped:
+            _guard(s, name, s.bernoulli_call, _bernoulli_probability(name, args, kwargs))
+        return original(*args, **kwargs)
+    return wrapper
+
+
 def _spread_wrapper(name: str, original):
     """torch.std and its kin: tell the session when a reduction had one element per output value
     (with the default correction=1 that is 0/0, NaN); otherwise one shape test per call."""
@@ -263,6 +285,9 @@ class Instrumentation:
         for name in ("dropout", "dropout1d", "dropout2d", "dropout3d"):
             if getattr(F, name, None) is not None:
                 self._patch(F, name, _dropout_wrapper(getattr(F, name)))
+        self._patch(torch, "bernoulli", _bernoulli_wrapper("bernoulli", torch.bernoulli))
+        for name in ("bernoulli", "bernoulli_"):
+            self._patch(torch.Tensor, name, _bernoulli_wrapper(name, getattr(torch.Tensor, name)))
         for name in SPREAD_FUNCTIONS:
             self._patch(torch, name, _spread_wrapper(name, getattr(torch, name)))
         for name in ("std", "var"):

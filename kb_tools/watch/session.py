@@ -666,6 +666,13 @@ class Session:
         self.dispatch("on_log", name, source, result)
 
     @property
+    def bernoulli_watched(self) -> bool:
+        return bool(self._handlers["on_bernoulli"])
+
+    def bernoulli_call(self, probability) -> None:
+        self.dispatch("on_bernoulli", probability)
+
+    @property
     def reshape_watched(self) -> bool:
         return bool(self._handlers["on_reshape"])
 

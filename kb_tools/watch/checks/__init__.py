@@ -42,6 +42,8 @@ EVENTS = {
                     "must be cheap",
     "on_clip": "sampled: clip_grad_norm_ returned (ClipCall: parameters, max_norm, the norm it returned, site)",
     "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p); must be cheap",
+    "on_bernoulli": "every call: torch.bernoulli or Tensor.bernoulli / bernoulli_ drew a 0/1 mask (its probability: a "
+                    "number, or the tensor of probabilities); dispatched only when a check has it",
     "on_spread": "every call: a std/var whose reduction held one element per output value returned NaN "
                  "(name, input shape, output shape, grad_enabled, site)",
     "on_log": "sampled: torch.log or log1p (or the Tensor method) returned a result that requires grad "
@@ -95,6 +97,7 @@ class Check:
     def on_autograd_grad(self, outputs, results, site): pass
     def on_reshape(self, name, source_shape, result_shape): pass
     def on_dropout(self, p): pass
+    def on_bernoulli(self, probability): pass
     def on_spread(self, call): pass
     def on_log(self, name, source, output): pass
     def on_plain_autograd_grad(self, outputs, results, site): pass

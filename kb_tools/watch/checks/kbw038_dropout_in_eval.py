@@ -1,10 +1,14 @@
 """KBW038: dropout still dropping units while the model runs in eval mode.
 
 Criterion: at least 2 times (on any step), a functional dropout (F.dropout and its 1d/2d/3d forms,
-which nn.Dropout also calls) ran with training=True and p > 0 during a call of a watched model
-whose `training` flag was False (between its forward pre hook and its return): `F.dropout(x, p)`
-without `training=self.training`, or an nn.Dropout built inside forward(), keeps dropping after
-`model.eval()`, so evaluation outputs are random.
+which nn.Dropout also calls) ran with training=True and p > 0, or a 0/1 mask was drawn by hand with
+one keep probability strictly between 0 and 1 (`x.new_empty(n).bernoulli_(1 - p)`,
+`torch.bernoulli(torch.full_like(x, keep))`: a dropout or drop-path written in forward()), during a
+call of a watched model whose `training` flag was False (between its forward pre hook and its
+return): `F.dropout(x, p)` without `training=self.training`, an nn.Dropout built inside forward(),
+or a mask drawn without `if self.training`, keeps dropping after `model.eval()`, so evaluation
+outputs are random. A draw whose probabilities differ from element to element samples something
+(binarised pixels, a policy's actions) and is not counted.
 
 When the model holds nn.Dropout submodules whose own `training` flag is still True during those
 calls (a submodule whose train() is overridden to do nothing, or one eval() never reached), the
@@ -17,6 +21,7 @@ same batch two or three times and getting different answers) still count.
 """
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from kb_tools.watch.checks import Check, names, plural
@@ -110,6 +115,20 @@ class DropoutInEval(Check):
             t.steps.add(self.session.step)
         t.model, t.p = t.model or self.current, t.p if t.p is not None else p
 
+    def on_bernoulli(self, probability):
+        """A mask drawn by hand during an eval-mode call counts as a dropout when its keep probability
+        is one number (a tensor of equal values too; read only while a model runs in eval mode)."""
+        if self.current is None:
+            return
+        if isinstance(probability, torch.Tensor):
+            flat = probability.detach().reshape(-1)
+            if flat.numel() == 0 or (flat.numel() > 1 and not bool((flat == flat[0]).all())):
+                return
+            probability = flat[0]
+        keep = float(probability)
+        if 0 < keep < 1:
+            self.on_dropout(1 - keep)
+
     def findings(self) -> list:
         tally = _Tally()
         tally.add(self.total)
@@ -122,7 +141,8 @@ class DropoutInEval(Check):
         steps = tally.steps
         message = (f"dropout (p={tally.p:g}) dropped units {plural(tally.calls, 'time')} on {plural(len(steps), 'step')} "
                    f"while {name} was in eval mode ({'created at ' + where if where else 'a watched model'}): a "
-                   f"functional dropout without training=self.training (or an nn.Dropout built in forward) ignores "
+                   f"functional dropout without training=self.training (or an nn.Dropout built in forward, or a "
+                   f"mask drawn in forward without `if self.training`) ignores "
                    f"model.eval(), so evaluation outputs are random")
         evidence = {"dropout_calls_in_eval": tally.calls, "steps": sorted(steps)[:20], "p": tally.p, "model": name}
         if tally.module_calls * 2 > tally.calls:
