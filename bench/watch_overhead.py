@@ -13,7 +13,7 @@ Reported per model and clock: each mode's mean step time and its change from the
 (the cost over a long run), and the first 10 steps of the default session, all of them sampled.
 
     python bench/watch_overhead.py [--steps 100] [--rounds 4] [--every 10] [--threads 1] [--device cpu]
-                                   [--size small|medium] [--json]
+                                   [--size small|medium] [--count-ops] [--json]
 """
 from __future__ import annotations
 
@@ -153,6 +153,46 @@ def measure(name: str, setup, steps: int, rounds: int, every: int, device: str) 
     return out
 
 
+def count_ops(setup, every: int, steps: int = 100) -> dict:
+    """The aten ops the checks themselves issue per step (a TorchDispatchMode attributes each op to
+    the innermost kb_tools frame; the user's own ops that pass through kb watch's wrappers are not
+    counted), with the accelerator's code path taken on the CPU: on a GPU each such op is a kernel
+    launch or a dispatcher call on the step's critical path, whatever the machine's load. Row
+    fingerprints, read on the CPU only for inputs in host memory, are left out."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from kb_tools.watch.checks import kbw006_nonfinite
+    counted = [0]
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            frame = sys._getframe(1)
+            while frame is not None:
+                code = frame.f_code
+                if "kb_tools" in code.co_filename:
+                    user_op = code.co_filename.endswith("hooks.py") and code.co_name in ("backward", "wrapper")
+                    counted[0] += not user_op and code.co_name != "row_fingerprints"
+                    break
+                frame = frame.f_back
+            return func(*args, **(kwargs or {}))
+
+    read_at_once = kbw006_nonfinite._read_at_once
+    kbw006_nonfinite._read_at_once = lambda t: False  # the accelerator's path
+    try:
+        step = setup("cpu")
+        session = Session(every=every)
+        session.install()
+        for _ in range(2 * session.warmup):
+            step()
+        with Count():
+            for _ in range(steps):
+                step()
+        session.uninstall()
+    finally:
+        kbw006_nonfinite._read_at_once = read_at_once
+    return {"every": every, "ops_per_step": counted[0] / steps}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100, help="steps per block (default 100)")
@@ -163,11 +203,24 @@ def main(argv=None) -> int:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--size", choices=tuple(SIZES), default="small",
                         help="the models' shapes (default small; medium is meant for a GPU)")
+    parser.add_argument("--count-ops", action="store_true",
+                        help="count the ops the checks issue per step (unsampled steps, and default sampling) "
+                             "instead of timing")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     global SIZE
     SIZE = args.size
     torch.set_num_threads(args.threads)
+    if args.count_ops:
+        counts = {name: [count_ops(setup, every) for every in (10 ** 9, args.every)]
+                  for name, setup in (("CNN", cnn_setup), ("transformer", transformer_setup))}
+        if args.json:
+            print(json.dumps(counts, indent=2))
+        else:
+            for name, (unsampled, default) in counts.items():
+                print(f"{SIZE} {name}: {unsampled['ops_per_step']:.1f} ops per unsampled step, "
+                      f"{default['ops_per_step']:.1f} per step with every {args.every}")
+        return 0
     c, t = SIZES[SIZE]["cnn"], SIZES[SIZE]["transformer"]
     results = [measure(f"{SIZE} CNN (3 conv + BN, widths {c['width']}-{4 * c['width']}, {c['image']}x{c['image']}x3, "
                        f"batch {c['batch']})", cnn_setup, args.steps, args.rounds, args.every, args.device),

@@ -1044,3 +1044,32 @@ def test_per_sample_gradients_under_vmap_leave_the_checks_on(tmp_path):
     report = json.loads(out)
     assert report["run"]["internal_errors"] == [], report["run"]["internal_errors"]
     assert report["run"]["steps"] == 20, err[-1000:]
+
+
+def test_an_unsampled_step_costs_a_few_ops_however_many_parameters():
+    """Between sampled steps the checks issue a fixed handful of ops (the gradient norm, the loss's
+    sum kept on the device for the NaN dating), not one per parameter: on a GPU each op is a
+    launch on the step's critical path (bench/watch_overhead.py --count-ops)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        from watch_overhead import count_ops
+    finally:
+        sys.path.remove(os.path.join(ROOT, "bench"))
+    from torch import nn
+
+    def mlp_setup(layers):
+        def setup(device):
+            torch.manual_seed(0)
+            model = nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.Tanh()) for _ in range(layers)])
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            x = torch.randn(8, 16)
+
+            def step():
+                optimizer.zero_grad()
+                model(x).pow(2).mean().backward()
+                optimizer.step()
+            return step
+        return setup
+
+    few, many = (count_ops(mlp_setup(n), every=10 ** 9, steps=20)["ops_per_step"] for n in (2, 40))
+    assert few == many <= 8, (few, many)

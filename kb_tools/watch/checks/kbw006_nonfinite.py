@@ -16,8 +16,9 @@ Between sampled steps the gradient is watched too: on each unsampled step the to
 norm is taken (tensors.grad_norm_tensor, the helper the sampled steps use), and a NaN under a
 finite loss dates the NaN to that step. On the CPU the norm is
 read at once, and the ops are read from that step's graph. On an accelerator, to avoid a
-synchronisation per step, the norm and the finiteness of the loss go into a flag kept on the
-device, read at the next sampled step, whose graph (the same code) is then the one read.
+synchronisation per step, the norm and the loss's sum stay on the device (for up to MAX_UNREAD
+steps) and are read together at the next sampled step, whose graph (the same code) is then the
+one read.
 
 A NaN can also be born inside the forward pass, in a gradient it takes itself: forces as the
 gradient of an energy, a gradient penalty (torch.autograd.grad with create_graph=True). When
@@ -37,6 +38,7 @@ MAX_OUTPUTS = 4096  # module outputs kept from one forward pass (a bound for lon
 MAX_NODES = 50_000  # autograd nodes read behind one loss
 # Ops whose derivative is infinite at 0: sqrt, 1/sqrt, norms and distances (PowBackward with an
 # exponent below 1 is read from its saved exponent).
+MAX_UNREAD = 256  # unsampled steps kept for the next sampled step (--every is rarely above 100)
 ROOT_OPS = {"SqrtBackward0", "RsqrtBackward0", "LinalgVectorNormBackward0", "NormBackward0", "NormBackward1",
             "NormBackward2", "NormBackward3", "CdistBackward0", "PdistBackward0", "EuclideanDistBackward"}
 
@@ -101,9 +103,10 @@ class NonFinite(Check):
         self.grad_call = None          # (step, site) of the first autograd.grad call that returned NaN from finite outputs
         self.step_graph = None         # grad_fn of the latest sampled backward, finite or not, until the step
         # unsampled steps: the tensor the latest backward started from, until its step(); on an
-        # accelerator, the first step whose gradient norm was NaN under a finite loss (-1: none yet)
+        # accelerator, (step, gradient norm, loss sum) of each unsampled step, left on the device
+        # and read together at the next sampled step (two small ops a step, one read per sample)
         self.unsampled_loss = None
-        self.born_at = None
+        self.unread: list = []
 
     def on_root_forward(self, model, grad_enabled):
         self.outputs = []  # a new forward pass: the previous one's outputs are not needed
@@ -173,7 +176,7 @@ class NonFinite(Check):
 
     def on_any_step_pre(self, optimizer):
         """An unsampled step: a NaN gradient born under a finite loss. On the CPU it is read at once
-        (no synchronisation to avoid); on an accelerator it goes into a flag kept on the device."""
+        (no synchronisation to avoid); on an accelerator it stays there until the next sampled step."""
         s = self.session
         if s.sampled or self.grad_step is not None or self.unsampled_loss is None:
             return
@@ -191,18 +194,20 @@ class NonFinite(Check):
                 if loss.grad_fn is not None and loss.dtype in (torch.float32, torch.float64):
                     self.roots, self.where = _graph_ops(loss.grad_fn)
             return
-        if loss.device != norm.device:
+        if loss.device != norm.device or len(self.unread) >= MAX_UNREAD:
             return
-        born = torch.isnan(norm) & torch.isfinite(loss.detach().sum())
-        if self.born_at is None:
-            self.born_at = torch.full((), -1, dtype=torch.long, device=norm.device)
-        self.born_at = torch.where(born & (self.born_at < 0), s.step, self.born_at)
+        self.unread.append((s.step, norm, loss.detach().sum()))
 
     def _read_unsampled(self) -> None:
         """Take a NaN gradient dated on an unsampled step (one synchronisation, on a sampled step)."""
-        if self.born_at is None or self.grad_step is not None:
+        unread, self.unread = self.unread, []
+        if not unread or self.grad_step is not None:
             return
-        step, self.born_at = int(self.born_at), None
+        with torch.no_grad():
+            norms = torch.stack([norm for _, norm, _ in unread])
+            losses = torch.stack([loss.to(norms.dtype) for _, _, loss in unread])
+            born = (torch.isnan(norms) & torch.isfinite(losses)).tolist()
+        step = next((st for (st, _, _), b in zip(unread, born) if b), -1)
         if step >= 0:
             self.grad_step, self.grad_with_finite_loss, self.grad_unsampled = step, True, True
             graph = self.step_graph if self.step_graph is not None else self.graph
