@@ -23,8 +23,9 @@ Progress goes to stderr; the tables to stdout. Only counts and ratios are printe
 
 --device cuda runs our own scripts with CUDA as torch's default device (they name none), so every
 check reads CUDA tensors, each in a process of its own (bench/on_device.py), and leaves the GPU
-visible to the third-party scripts, which pick it themselves; --device cpu (the default) hides any GPU from them. --shard K/N runs every Nth script
-of each section from the Kth (K from 0), for parallel runs whose JSON rows are merged afterwards.
+visible to the third-party scripts, which pick it themselves; --device cpu (the default) hides
+any GPU from them. --shard K/N runs every Nth script of each section from the Kth (K from 0), for
+parallel runs whose JSON rows are merged afterwards.
 """
 from __future__ import annotations
 
@@ -156,10 +157,15 @@ def _watch_on_device(path: str, steps: int, argv, cwd: str) -> dict:
     limit = ["--steps", str(steps)] if steps else []
     command = [sys.executable, "-m", "kb_tools", "watch", *limit, "--json", "--", sys.executable,
                os.path.join(ROOT, "bench", "on_device.py"), DEVICE, os.path.join(ROOT, path), *argv]
+    return _child_report(command, cwd, env, TIMEOUT)
+
+
+def _child_report(command: list, cwd: str, env: dict, timeout: float) -> dict:
+    """Run `kb watch ... --json` as a child process: its report, or a failed one saying why."""
     try:
-        r = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        r = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return _failed_report(f"timed out after {TIMEOUT} s")
+        return _failed_report(f"timed out after {timeout:g} s")
     try:
         return json.loads(r.stdout)
     except ValueError:
@@ -177,14 +183,7 @@ def watch_subprocess(path: str, steps: int, argv: list | tuple = (), pythonpath:
     command = [sys.executable, "-m", "kb_tools", "watch", "--steps", str(steps), "--json", "--",
                sys.executable, os.path.abspath(path), *argv]
     with tempfile.TemporaryDirectory(prefix="kb-watch-bench-") as cwd:
-        try:
-            r = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return _failed_report(f"timed out after {timeout:g} s")
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        return _failed_report(f"no JSON report (exit {r.returncode}): " + r.stderr[-500:])
+        return _child_report(command, cwd, env, timeout)
 
 
 def _in_temporary_folder(path: str, steps: int) -> dict:
