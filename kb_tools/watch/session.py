@@ -21,7 +21,6 @@ from kb_tools.watch.checks import EVENTS, all_checks, overridden
 from kb_tools.watch.checks.tensors import grad_norm_of, inside_function_transform
 from kb_tools.watch.sites import StopWatching, user_site
 
-
 WARMUP = 10         # every step is sampled until this many steps have run
 DEFAULT_EVERY = 10  # then every k-th step
 EVALUATION_LOSSES = 64  # loss calls under no_grad watched on unsampled steps, per run (Session.take_evaluation_loss)
