@@ -77,15 +77,15 @@ def _shard(items: list) -> list:
 
 @contextlib.contextmanager
 def default_device(device: str):
-    """Torch's default device set to `device` while one of our scripts runs (see _DefaultDevice)."""
+    """Torch's default device set to `device` while one of our scripts runs (see _default_device_mode)."""
     if device == "cpu":
         yield
         return
-    with _DefaultDevice(device):
+    with _default_device_mode(device):
         yield
 
 
-def _DefaultDevice(device: str):
+def _default_device_mode(device: str):
     """A TorchFunctionMode that acts as torch.set_default_device(device), except for a random draw
     from an explicit CPU generator (`torch.Generator()` given to randn, randperm, a DataLoader or
     a sampler), which torch refuses on a CUDA tensor: that draw is made on the CPU, then moved or
@@ -136,7 +136,7 @@ def watch_in_process(path: str, steps: int, argv: list | tuple = (), cwd: str = 
     torch.set_num_threads(1)
     try:
         os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), default_device(DEVICE):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             limit = ["--steps", str(steps)] if steps else []
             cli.main(["watch", *limit, "--json", "--", sys.executable, path, *argv])
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken script must not end the bench

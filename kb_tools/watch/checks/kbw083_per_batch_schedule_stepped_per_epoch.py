@@ -40,8 +40,9 @@ class PerBatchScheduleSteppedPerEpoch(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.start: dict = {}     # id(scheduler info) -> (optimizer steps when first seen, period, info)
-        self.seen: dict = {}      # id(scheduler info) -> (scheduler steps, optimizer steps, period, info, opt info)
+        self.start: dict = {}     # id(scheduler info) -> (optimizer steps when first seen, period)
+        self.seen: dict = {}      # id(scheduler info) -> (scheduler steps, optimizer steps, period, its info,
+        #                           the optimizer's info, session step)
 
     def on_any_step_pre(self, optimizer):
         self._measure(optimizer)

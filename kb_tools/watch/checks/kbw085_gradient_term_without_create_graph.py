@@ -16,12 +16,13 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, loss_where
-from kb_tools.watch.checks.tensors import adds_a_constant, graph_nodes
+from kb_tools.watch.checks.tensors import adds_a_constant, graph_leaves, graph_nodes
 
 MIN_STEPS = 3
 SAMPLES = 16
 MAX_RESULTS = 8
 MAX_NODES = 50_000
+MAX_LEAVES = 4096
 
 
 def shape_of_values(t) -> tuple | None:
@@ -38,10 +39,8 @@ def shape_of_values(t) -> tuple | None:
 
 def _reaches_parameters(outputs) -> bool:
     """Does the graph of `outputs` reach an nn.Parameter (a model made them)?"""
-    for node in graph_nodes([o for o in outputs if isinstance(o, torch.Tensor)], MAX_NODES):
-        if isinstance(getattr(node, "variable", None), torch.nn.Parameter):
-            return True
-    return False
+    leaves = graph_leaves([o for o in outputs if isinstance(o, torch.Tensor)], MAX_LEAVES, MAX_NODES)
+    return any(isinstance(t, torch.nn.Parameter) for t in leaves)
 
 
 class GradientTermWithoutCreateGraph(Check):
