@@ -1073,3 +1073,91 @@ def test_an_unsampled_step_costs_a_few_ops_however_many_parameters():
 
     few, many = (count_ops(mlp_setup(n), every=10 ** 9, steps=20)["ops_per_step"] for n in (2, 40))
     assert few == many <= 8, (few, many)
+
+
+def test_reading_an_evaluation_dataset_leaves_the_random_streams_and_the_hooks_as_they_were(monkeypatch):
+    """KBW087 reads the evaluation dataset itself: the reads see fresh randomness (that is what
+    they measure), no hook sees them, and the user's random streams continue as if they never ran."""
+    import random
+
+    numpy = pytest.importorskip("numpy")
+    from kb_tools.watch import hooks
+    from kb_tools.watch.checks.kbw087_evaluation_data_random import _read_unwatched
+
+    sessions = []
+
+    class Jittered(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, index):
+            sessions.append(hooks.active_session())
+            return torch.randn(16) + random.random() + float(numpy.random.rand()), index
+
+    def seed():
+        torch.manual_seed(3)
+        random.seed(3)
+        numpy.random.seed(3)
+
+    def draws():
+        return torch.rand(3).tolist(), random.random(), float(numpy.random.rand())
+
+    seed()
+    expected = draws()
+    seed()
+    watching = object()
+    monkeypatch.setattr(hooks, "_active", watching)
+    reads = _read_unwatched(Jittered(), [0, 2])
+    assert hooks.active_session() is watching and sessions and all(s is None for s in sessions)
+    assert draws() == expected
+    first, second = reads[0][0], reads[0][1]
+    assert not torch.equal(first[0], second[0]) and torch.equal(first[1], second[1])
+
+
+def _reads(item, indices=3, reads=3):
+    from kb_tools.watch.checks.kbw087_evaluation_data_random import _leaves
+    return [[_leaves(item(i)) for _ in range(reads)] for i in range(indices)]
+
+
+@pytest.mark.parametrize("kind, altered", [
+    ("flipped image, label kept", True),
+    ("mixed with other items, label mixed too", True),
+    ("fresh random inputs and labels", False),
+    ("fresh random inputs at random scales", False),
+    ("two views of one input", False),
+    ("the same item every read", False),
+])
+def test_an_evaluation_item_is_augmented_only_when_it_stays_the_same_item(kind, altered):
+    from kb_tools.watch.checks.kbw087_evaluation_data_random import _altered_reads
+
+    g = torch.Generator().manual_seed(0)
+    images = torch.nn.functional.avg_pool2d(torch.rand(3, 3, 36, 36, generator=g), 5, 1)  # smooth, 3x32x32
+
+    def flipped(i):
+        return (images[i].flip(-1) if torch.rand((), generator=g) < 0.5 else images[i]) + 0.01 * torch.randn(
+            3, 32, 32, generator=g), i
+
+    def mixed(i):
+        j, w = int(torch.randint(0, 3, (), generator=g)), float(torch.rand((), generator=g)) * 0.5
+        return (1 - w) * images[i] + w * images[j], torch.tensor([1 - w, w])
+
+    def fresh(i):
+        return torch.randn(400, generator=g), torch.randint(0, 10, (), generator=g)
+
+    def scaled(i):
+        return torch.randn(400, generator=g) * torch.rand((), generator=g) * 10, torch.rand(1, generator=g)
+
+    def views(i):
+        return flipped(i)[0], flipped(i)[0]
+
+    def same(i):
+        return images[i], i
+
+    item = {"flipped image, label kept": flipped, "mixed with other items, label mixed too": mixed,
+            "fresh random inputs and labels": fresh, "fresh random inputs at random scales": scaled,
+            "two views of one input": views, "the same item every read": same}[kind]
+    if altered:
+        assert _altered_reads(_reads(item)) is not None
+    else:   # random draws must not pass for an altered item by chance: 200 tries, none
+        assert [_altered_reads(_reads(item)) for _ in range(200 if kind.startswith("fresh") else 5)] \
+            == [None] * (200 if kind.startswith("fresh") else 5)

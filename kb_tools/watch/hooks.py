@@ -67,6 +67,18 @@ def active_session():
     return _active
 
 
+@contextlib.contextmanager
+def unwatched():
+    """Run a check's own call into the user's code (reading a dataset item) with every hook
+    passing through: what that call does is no part of the run."""
+    global _active
+    saved, _active = _active, None
+    try:
+        yield
+    finally:
+        _active = saved
+
+
 def _guard(session, where: str, fn, *args):
     """Run instrumentation code so that its own failure never reaches the user's program; none runs
     inside a torch.func transform (tensors.inside_function_transform)."""

@@ -19,7 +19,6 @@ UNDETECTABLE = {
                             "are plain integers either way",
     "dataloader-worker-seeds": "the random streams live in the worker processes; a repeated augmentation looks like "
                                "any other batch in the main process",
-    "eval-augmentation-on": "the transforms are configured in the dataset objects, outside any torch call the run makes",
     "stale-optimizer-state": "the state comes from another phase or is lost between two runs (a resume); whether "
                              "reusing it is wrong depends on what the phase change meant",
     "per-sample-input-normalization": "a per-sample normalisation is an ordinary operation; that the label depended on "

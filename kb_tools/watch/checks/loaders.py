@@ -1,0 +1,71 @@
+"""Which DataLoaders feed training and which feed evaluation, told from what follows their batches:
+the checks that compare a training dataset with an evaluation dataset share this reading."""
+from __future__ import annotations
+
+import weakref
+
+MIN_EVAL_BATCHES = 2
+MAX_LOADERS = 16
+
+
+class _Loader:
+    __slots__ = ("ref", "eval_batches", "trained", "announced")
+
+    def __init__(self, loader):
+        self.ref = weakref.ref(loader)
+        self.eval_batches = 0
+        self.trained = False
+        self.announced = False
+
+
+class LoaderRoles:
+    """A loader trains once a backward() follows one of its batches before the next batch of any
+    loader. It evaluates once MIN_EVAL_BATCHES of its batches were each followed by a watched
+    model's call under no_grad or in eval mode and no backward(), and none by a backward(). The
+    owner forwards its on_any_batch, on_root_forward and on_any_backward calls (every call: each
+    costs a few attribute reads)."""
+
+    def __init__(self):
+        self.loaders: dict[int, _Loader] = {}
+        self.latest: _Loader | None = None   # the loader of the latest batch
+        self.evaluated = False               # a model call under no_grad or in eval mode since that batch
+        self.backward_seen = False           # a backward() since that batch
+
+    def batch(self, loader):
+        """A batch came from `loader`. Returns ("training" or "evaluation", that loader) when what
+        followed the previous batch settled a loader's role for the first time, else None."""
+        settled = self._settle()
+        state = self.loaders.get(id(loader))
+        if state is None or state.ref() is not loader:
+            if len(self.loaders) >= MAX_LOADERS:
+                self.loaders = {k: v for k, v in self.loaders.items() if v.ref() is not None}
+            if len(self.loaders) >= MAX_LOADERS:
+                state = None
+            else:
+                state = self.loaders[id(loader)] = _Loader(loader)
+        self.latest, self.evaluated, self.backward_seen = state, False, False
+        return settled
+
+    def model_call(self, model, grad_enabled: bool) -> None:
+        if self.latest is not None and not self.evaluated:
+            module = model.module
+            self.evaluated = not grad_enabled or (module is not None and not module.training)
+
+    def backward(self) -> None:
+        self.backward_seen = True
+
+    def _settle(self):
+        state, self.latest = self.latest, None
+        if state is None:
+            return None
+        loader = state.ref()
+        if self.backward_seen:
+            first, state.trained = not state.trained, True
+            return ("training", loader) if first and loader is not None else None
+        if self.evaluated:
+            state.eval_batches += 1
+            if state.eval_batches >= MIN_EVAL_BATCHES and not state.trained and not state.announced \
+                    and loader is not None:
+                state.announced = True
+                return "evaluation", loader
+        return None
