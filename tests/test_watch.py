@@ -1161,3 +1161,36 @@ def test_an_evaluation_item_is_augmented_only_when_it_stays_the_same_item(kind, 
     else:   # random draws must not pass for an altered item by chance: 200 tries, none
         assert [_altered_reads(_reads(item)) for _ in range(200 if kind.startswith("fresh") else 5)] \
             == [None] * (200 if kind.startswith("fresh") else 5)
+
+
+class _Encoder:
+    """A fitted label encoder as a dataset holds one: its classes_ in the order it numbers them."""
+
+    def __init__(self, classes):
+        self.classes_ = classes
+
+
+class _Split(torch.utils.data.Dataset):
+    def __init__(self, **attributes):
+        self.__dict__.update(attributes)
+
+
+@pytest.mark.parametrize("train, evaluation, name", [
+    (dict(classes=["fox", "cat", "dog"]), dict(classes=["cat", "dog", "fox"]), "classes"),
+    (dict(class_to_idx={"a": 0, "b": 1, "c": 2}), dict(class_to_idx={"b": 0, "a": 1}), "class_to_idx"),
+    (dict(idx_to_class={0: "a", 1: "b"}), dict(idx_to_class={0: "b", 1: "a"}), "idx_to_class"),
+    (dict(json_category_id_to_contiguous_id={1: 1, 2: 2, 3: 3}),
+     dict(json_category_id_to_contiguous_id={2: 1, 1: 2, 3: 3}), "json_category_id_to_contiguous_id"),
+    (dict(encoder=_Encoder(["neg", "neu", "pos"])), dict(encoder=_Encoder(["pos", "neg", "neu"])), "encoder.classes_"),
+    (dict(class_to_idx={"a": 0, "b": 1, "c": 2}), dict(class_to_idx={"a": 0, "c": 2}), None),   # fewer classes, same numbers
+    (dict(label_counts={"a": 40, "b": 12}), dict(label_counts={"a": 12, "b": 40}), None),       # counts number nothing
+    (dict(class_rank={"a": 0, "b": 1}), dict(class_rank={"a": 1, "b": 0}), None),               # not a label map's name
+    (dict(classes=["a", "b", "c"]), dict(classes=["a", "b"]), None),                           # another class set
+    (dict(label2id={"x": 0, "y": 1}), dict(label2id={"x": 0, "y": 1}), None),
+])
+def test_two_splits_disagree_only_when_a_label_map_numbers_a_shared_class_differently(train, evaluation, name):
+    from kb_tools.watch.checks.kbw088_class_numbering_differs import disagreement, label_maps
+
+    wrapped = torch.utils.data.Subset(_Split(**evaluation), [0])   # a map is found through the wrappers too
+    found = disagreement(label_maps(_Split(**train)), label_maps(wrapped))
+    assert (found and found["name"]) == name

@@ -28,6 +28,8 @@ class LoaderRoles:
     def __init__(self):
         self.loaders: dict[int, _Loader] = {}
         self.latest: _Loader | None = None   # the loader of the latest batch
+        self.latest_loader = None            # that loader, held until the next batch (one built per
+                                             # evaluation is often dropped right after its last batch)
         self.evaluated = False               # a model call under no_grad or in eval mode since that batch
         self.backward_seen = False           # a backward() since that batch
 
@@ -44,6 +46,7 @@ class LoaderRoles:
             else:
                 state = self.loaders[id(loader)] = _Loader(loader)
         self.latest, self.evaluated, self.backward_seen = state, False, False
+        self.latest_loader = loader if state is not None else None
         return settled
 
     def model_call(self, model, grad_enabled: bool) -> None:
@@ -55,10 +58,9 @@ class LoaderRoles:
         self.backward_seen = True
 
     def _settle(self):
-        state, self.latest = self.latest, None
+        state, loader, self.latest, self.latest_loader = self.latest, self.latest_loader, None, None
         if state is None:
             return None
-        loader = state.ref()
         if self.backward_seen:
             first, state.trained = not state.trained, True
             return ("training", loader) if first and loader is not None else None
