@@ -1082,7 +1082,8 @@ def test_reading_an_evaluation_dataset_leaves_the_random_streams_and_the_hooks_a
 
     numpy = pytest.importorskip("numpy")
     from kb_tools.watch import hooks
-    from kb_tools.watch.checks.kbw087_evaluation_data_random import _read_unwatched
+    from kb_tools.watch.checks.kbw087_evaluation_data_random import _leaves
+    from kb_tools.watch.checks.loaders import read_unwatched
 
     sessions = []
 
@@ -1107,7 +1108,7 @@ def test_reading_an_evaluation_dataset_leaves_the_random_streams_and_the_hooks_a
     seed()
     watching = object()
     monkeypatch.setattr(hooks, "_active", watching)
-    reads = _read_unwatched(Jittered(), [0, 2])
+    reads = read_unwatched(Jittered(), [0, 2], 2, _leaves)
     assert hooks.active_session() is watching and sessions and all(s is None for s in sessions)
     assert draws() == expected
     first, second = reads[0][0], reads[0][1]
@@ -1194,3 +1195,52 @@ def test_two_splits_disagree_only_when_a_label_map_numbers_a_shared_class_differ
     wrapped = torch.utils.data.Subset(_Split(**evaluation), [0])   # a map is found through the wrappers too
     found = disagreement(label_maps(_Split(**train)), label_maps(wrapped))
     assert (found and found["name"]) == name
+
+
+def _owned_draw_dataset():
+    numpy = pytest.importorskip("numpy")
+
+    class OwnDraws(torch.utils.data.Dataset):
+        """Each item is one draw from a generator the dataset owns."""
+
+        def __init__(self):
+            self.rng = numpy.random.default_rng(0)
+
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, index):
+            return torch.tensor(self.rng.random(), device="cpu")
+    return OwnDraws
+
+
+def _reseed(worker_id):
+    import numpy
+    info = torch.utils.data.get_worker_info()
+    info.dataset.rng = numpy.random.default_rng(info.seed)
+
+
+@pytest.mark.parametrize("reseeded", [False, True])
+def test_workers_copy_a_dataset_generator_in_one_state_unless_reseeded(reseeded):
+    """What KBW089 states, on this torch: two workers, each with its copy of the dataset, draw the
+    same numbers from a generator the dataset owns; a worker_init_fn that reseeds it parts them."""
+    loader = torch.utils.data.DataLoader(_owned_draw_dataset()(), batch_size=1, num_workers=2,
+                                         worker_init_fn=_reseed if reseeded else None)
+    first, second = [float(b) for b in loader][:2]   # items 0 and 1 come from workers 0 and 1
+    assert (first == second) is not reseeded
+
+
+def test_a_dataset_generator_is_found_through_transforms_and_the_process_wide_one_is_not():
+    from kb_tools.watch.checks.kbw089_dataset_generator_copied_to_workers import _key, _state, owned_generators
+
+    class Noise:
+        def __init__(self):
+            self.generator = torch.Generator().manual_seed(1)
+
+    dataset = _owned_draw_dataset()()
+    dataset.transform = [Noise()]
+    dataset.shared = torch.default_generator   # the process-wide generator is the DataLoader's to seed
+    found = owned_generators(dataset)
+    assert sorted(path for path, _ in found) == ["OwnDraws.rng", "OwnDraws.transform[0].generator"]
+    before = _key(_state(dataset.rng))
+    assert dataset[0] is not None and _key(_state(dataset.rng)) != before

@@ -15,8 +15,6 @@ UNDETECTABLE = {
     # data and its pipeline: decided outside torch, or a fact about the meaning of the data
     "augmentation-target-desync": "whether a mask, box or keypoint went through the same transform as its image is a "
                                   "fact about the data's meaning; the tensors look ordinary",
-    "dataloader-worker-seeds": "the random streams live in the worker processes; a repeated augmentation looks like "
-                               "any other batch in the main process",
     "stale-optimizer-state": "the state comes from another phase or is lost between two runs (a resume); whether "
                              "reusing it is wrong depends on what the phase change meant",
     "per-sample-input-normalization": "a per-sample normalisation is an ordinary operation; that the label depended on "

@@ -17,13 +17,12 @@ user's own (a `torch.Generator` a transform holds) is advanced by the reads.
 from __future__ import annotations
 
 import itertools
-import random
 import sys
 
 import torch
 
 from kb_tools.watch.checks import Check
-from kb_tools.watch.checks.loaders import LoaderRoles
+from kb_tools.watch.checks.loaders import LoaderRoles, read_unwatched
 
 INDICES = 3
 READS = 3
@@ -71,7 +70,7 @@ class EvaluationDataRandom(Check):
         except TypeError:
             return
         indices = sorted({size * k // INDICES for k in range(INDICES)}) if size > 0 else []
-        reads = _read_unwatched(dataset, indices)
+        reads = read_unwatched(dataset, indices, READS, _leaves)
         if reads is None:
             return
         verdict = _altered_reads(reads)
@@ -98,24 +97,6 @@ class EvaluationDataRandom(Check):
                        f"random (resize, centre crop, normalize)")
             out.append(self.finding(message, where=site, step=step, evidence=dict(ev, datasets=datasets)))
         return out
-
-
-def _read_unwatched(dataset, indices: list):
-    """READS reads of dataset[i] for each index, none of them seen by the checks, with the global
-    random states as they were before; None when a read fails."""
-    from kb_tools.watch import hooks
-    numpy = sys.modules.get("numpy")
-    states = (torch.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy is not None else None)
-    try:
-        with hooks.unwatched(), torch.no_grad():
-            return [[_leaves(dataset[i]) for _ in range(READS)] for i in indices]
-    except Exception:  # noqa: BLE001  (the user's dataset: whatever it raises, nothing is judged)
-        return None
-    finally:
-        torch.set_rng_state(states[0])
-        random.setstate(states[1])
-        if numpy is not None:
-            numpy.random.set_state(states[2])
 
 
 def _leaves(item, depth: int = 0, out: list | None = None) -> list:

@@ -2,7 +2,11 @@
 the checks that compare a training dataset with an evaluation dataset share this reading."""
 from __future__ import annotations
 
+import random
+import sys
 import weakref
+
+import torch
 
 MIN_EVAL_BATCHES = 2
 MAX_LOADERS = 16
@@ -71,3 +75,23 @@ class LoaderRoles:
                 state.announced = True
                 return "evaluation", loader
         return None
+
+
+def read_unwatched(dataset, indices: list, reads: int = 1, convert=None):
+    """`reads` reads of dataset[i] for each index (each passed through `convert`), none of them seen
+    by the checks, with torch's, Python's and NumPy's global random states as they were before;
+    None when a read fails (whatever the user's dataset raises, nothing is judged)."""
+    from kb_tools.watch import hooks
+    numpy = sys.modules.get("numpy")
+    states = (torch.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy is not None else None)
+    convert = convert or (lambda item: item)
+    try:
+        with hooks.unwatched(), torch.no_grad():
+            return [[convert(dataset[i]) for _ in range(reads)] for i in indices]
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        torch.set_rng_state(states[0])
+        random.setstate(states[1])
+        if numpy is not None:
+            numpy.random.set_state(states[2])
