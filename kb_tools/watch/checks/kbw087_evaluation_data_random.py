@@ -21,8 +21,7 @@ import sys
 
 import torch
 
-from kb_tools.watch.checks import Check
-from kb_tools.watch.checks.loaders import LoaderRoles, read_unwatched
+from kb_tools.watch.checks.loaders import LoaderRoleCheck, read_unwatched
 
 INDICES = 3
 READS = 3
@@ -34,7 +33,7 @@ AUGMENTATIONS = ("ColorJitter", "RandAugment", "AutoAugment", "TrivialAugmentWid
                  "ElasticTransform", "Mixup", "MixUp", "CutMix", "Cutout", "SpecAugment")
 
 
-class EvaluationDataRandom(Check):
+class EvaluationDataRandom(LoaderRoleCheck):
     __doc__ = __doc__
     code = "KBW087"
     name = "evaluation-data-random"
@@ -44,20 +43,12 @@ class EvaluationDataRandom(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.roles = LoaderRoles()
         self.probed: set = set()      # ids of the datasets read
         self.found: dict = {}         # loader site -> [step, evidence, datasets found augmenting]
 
-    def on_any_batch(self, loader, batch, serial):
-        settled = self.roles.batch(loader)
-        if settled is not None and settled[0] == "evaluation":
-            self._probe(settled[1])
-
-    def on_root_forward(self, model, grad_enabled):
-        self.roles.model_call(model, grad_enabled)
-
-    def on_any_backward(self, tensors):
-        self.roles.backward()
+    def on_loader_role(self, role, loader):
+        if role == "evaluation":
+            self._probe(loader)
 
     def _probe(self, loader) -> None:
         dataset = getattr(loader, "dataset", None)

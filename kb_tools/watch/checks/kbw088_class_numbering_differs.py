@@ -19,8 +19,7 @@ from __future__ import annotations
 import re
 import weakref
 
-from kb_tools.watch.checks import Check
-from kb_tools.watch.checks.loaders import LoaderRoles
+from kb_tools.watch.checks.loaders import LoaderRoleCheck
 
 MAP_NAME = re.compile(
     r"^_?(?:(?:class(?:es)?|labels?|cat(?:egory|egories)?|tags?|json_category_id)_?(?:2|to_)"
@@ -31,7 +30,7 @@ MAX_DATASETS = 4
 MAX_ENTRIES = 100_000   # a map larger than this is not compared
 
 
-class ClassNumberingDiffers(Check):
+class ClassNumberingDiffers(LoaderRoleCheck):
     __doc__ = __doc__
     code = "KBW088"
     name = "class-numbering-differs"
@@ -41,22 +40,10 @@ class ClassNumberingDiffers(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.roles = LoaderRoles()
         self.seen: dict = {"training": [], "evaluation": []}   # role -> [(dataset ref, loader site, maps)]
         self.found: dict = {}   # (training site, evaluation site) -> (step, evidence)
 
-    def on_any_batch(self, loader, batch, serial):
-        settled = self.roles.batch(loader)
-        if settled is not None:
-            self._settled(*settled)
-
-    def on_root_forward(self, model, grad_enabled):
-        self.roles.model_call(model, grad_enabled)
-
-    def on_any_backward(self, tensors):
-        self.roles.backward()
-
-    def _settled(self, role: str, loader) -> None:
+    def on_loader_role(self, role, loader):
         dataset = getattr(loader, "dataset", None)
         mine = self.seen[role]
         if dataset is None or len(mine) >= MAX_DATASETS or any(ref() is dataset for ref, _, _ in mine):

@@ -93,7 +93,7 @@ def _generator_types() -> tuple:
 
 def _global_generators() -> set:
     numpy = sys.modules.get("numpy")
-    shared = [random._inst, torch.default_generator]  # type: ignore[attr-defined]
+    shared = [random._inst, torch.default_generator]
     if numpy is not None:
         shared.append(getattr(numpy.random.mtrand, "_rand", None))
     return {id(g) for g in shared if g is not None}

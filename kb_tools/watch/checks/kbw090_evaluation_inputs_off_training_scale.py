@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from kb_tools.watch.checks import Check
-from kb_tools.watch.checks.loaders import LoaderRoles
+from kb_tools.watch.checks.loaders import LoaderRoleCheck
 from kb_tools.watch.checks.tensors import first_tensor
 
 MIN_VALUES = 64
@@ -44,7 +43,7 @@ class _Inputs:
         self.eval_step = None
 
 
-class EvaluationInputsOffTrainingScale(Check):
+class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
     __doc__ = __doc__
     code = "KBW090"
     name = "evaluation-inputs-off-training-scale"
@@ -54,17 +53,7 @@ class EvaluationInputsOffTrainingScale(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.roles = LoaderRoles()
         self.models: dict[int, _Inputs] = {}
-
-    def on_any_batch(self, loader, batch, serial):
-        self.roles.batch(loader)
-
-    def on_root_forward(self, model, grad_enabled):
-        self.roles.model_call(model, grad_enabled)
-
-    def on_any_backward(self, tensors):
-        self.roles.backward()
 
     def on_root_input(self, model, args, grad_enabled):
         module = model.module

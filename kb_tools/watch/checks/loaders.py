@@ -8,6 +8,8 @@ import weakref
 
 import torch
 
+from kb_tools.watch.checks import Check
+
 MIN_EVAL_BATCHES = 2
 MAX_LOADERS = 16
 
@@ -75,6 +77,29 @@ class LoaderRoles:
                 state.announced = True
                 return "evaluation", loader
         return None
+
+
+class LoaderRoleCheck(Check):
+    """A check that knows each DataLoader's role: it keeps a LoaderRoles fed from its callbacks and
+    hears `on_loader_role(role, loader)` once a loader's role settles."""
+
+    def __init__(self, session):
+        super().__init__(session)
+        self.roles = LoaderRoles()
+
+    def on_any_batch(self, loader, batch, serial):
+        settled = self.roles.batch(loader)
+        if settled is not None:
+            self.on_loader_role(*settled)
+
+    def on_root_forward(self, model, grad_enabled):
+        self.roles.model_call(model, grad_enabled)
+
+    def on_any_backward(self, tensors):
+        self.roles.backward()
+
+    def on_loader_role(self, role: str, loader) -> None:
+        """`loader` has just shown itself a "training" or an "evaluation" loader."""
 
 
 def read_unwatched(dataset, indices: list, reads: int = 1, convert=None):
