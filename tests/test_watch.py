@@ -1244,3 +1244,28 @@ def test_a_dataset_generator_is_found_through_transforms_and_the_process_wide_on
     assert sorted(path for path, _ in found) == ["OwnDraws.rng", "OwnDraws.transform[0].generator"]
     before = _key(_state(dataset.rng))
     assert dataset[0] is not None and _key(_state(dataset.rng)) != before
+
+
+def test_a_loader_trains_once_a_backward_follows_its_batch_and_evaluates_after_two_quiet_batches():
+    from types import SimpleNamespace
+
+    from kb_tools.watch.checks.loaders import LoaderRoles
+
+    class Loader:
+        pass
+
+    roles, train, val = LoaderRoles(), Loader(), Loader()
+    student = SimpleNamespace(module=SimpleNamespace(training=True))
+    teacher = SimpleNamespace(module=SimpleNamespace(training=False))
+    assert roles.batch(train) is None
+    roles.model_call(teacher, grad_enabled=False)   # a teacher's call on the training batch...
+    roles.model_call(student, grad_enabled=True)
+    roles.backward()                                # ...followed by a backward: a training batch
+    assert roles.batch(val) == ("training", train)
+    roles.model_call(teacher, grad_enabled=False)
+    assert roles.batch(val) is None                 # one quiet batch is not enough
+    roles.model_call(teacher, grad_enabled=False)
+    assert roles.batch(train) == ("evaluation", val)
+    roles.model_call(student, grad_enabled=True)
+    roles.backward()
+    assert roles.batch(train) is None               # each role is told once
