@@ -1269,3 +1269,26 @@ def test_a_loader_trains_once_a_backward_follows_its_batch_and_evaluates_after_t
     roles.model_call(student, grad_enabled=True)
     roles.backward()
     assert roles.batch(train) is None               # each role is told once
+
+
+def test_a_slow_dataset_is_not_read_past_the_budget_and_a_huge_item_is_kept_small():
+    import time as clock
+
+    from kb_tools.watch.checks.kbw087_evaluation_data_random import MAX_PART_VALUES, _leaves
+    from kb_tools.watch.checks.loaders import read_unwatched
+
+    reads = []
+
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, index):
+            reads.append(index)
+            clock.sleep(0.05)
+            return torch.zeros(4)
+
+    assert read_unwatched(Slow(), [0, 1, 2], 3, budget_s=0.01) is None and len(reads) == 1
+    volume = torch.arange(3 * MAX_PART_VALUES, dtype=torch.float32)
+    kept = _leaves((volume, 1))[0]
+    assert kept.numel() <= MAX_PART_VALUES and torch.equal(kept, _leaves((volume.clone(), 1))[0])

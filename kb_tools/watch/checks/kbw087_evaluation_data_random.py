@@ -12,7 +12,9 @@ different indices do (mean Pearson r higher by at least MARGIN and 4/sqrt(values
 least MIN_COMPARED numbers and one shape: the same item, altered). A dataset that draws fresh
 random data, labels included, on every read is thereby left alone, as are items holding two
 same-shaped inputs (views drawn on purpose for contrastive learning). A random generator of the
-user's own (a `torch.Generator` a transform holds) is advanced by the reads.
+user's own (a `torch.Generator` a transform holds) is advanced by the reads. The reads stop,
+unjudged, past BUDGET_S seconds, and a part of more than MAX_PART_VALUES values is kept as an even
+sample of them.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ MIN_VALUES = 8
 MIN_COMPARED = 256   # values in a part compared by correlation: fewer, and random draws can correlate by chance
 MARGIN = 0.1
 MAX_DATASETS = 8
+BUDGET_S = 5.0           # the reads of one dataset stop, unjudged, past this many seconds
+MAX_PART_VALUES = 1 << 20   # a larger part is kept as an even sample of this many of its values
 AUGMENTATIONS = ("ColorJitter", "RandAugment", "AutoAugment", "TrivialAugmentWide", "AugMix", "GaussianBlur",
                  "ElasticTransform", "Mixup", "MixUp", "CutMix", "Cutout", "SpecAugment")
 
@@ -61,7 +65,7 @@ class EvaluationDataRandom(LoaderRoleCheck):
         except TypeError:
             return
         indices = sorted({size * k // INDICES for k in range(INDICES)}) if size > 0 else []
-        reads = read_unwatched(dataset, indices, READS, _leaves)
+        reads = read_unwatched(dataset, indices, READS, _leaves, budget_s=BUDGET_S)
         if reads is None:
             return
         verdict = _altered_reads(reads)
@@ -81,7 +85,7 @@ class EvaluationDataRandom(LoaderRoleCheck):
             how = (f"correlation {ev['same_index']:.2f} between the reads, {ev['other_index']:.2f} with other items"
                    if ev["other_index"] is not None else "its other parts, the label, unchanged")
             message = (f"the evaluation loader{f' created at {site}' if site else ''} reads a {ev['dataset']} whose "
-                       f"item {ev['indices'][ev['index']]} came back different when read twice ({how}"
+                       f"item {ev['indices'][ev['index']]} came back different when read again ({how}"
                        f"{f'; {datasets} such datasets' if datasets > 1 else ''}): random augmentation{named} runs "
                        f"on evaluation data, so each evaluation scores other random versions of the inputs. Give "
                        f"the evaluation split a dataset object of its own whose preprocessing draws nothing at "
@@ -97,7 +101,7 @@ def _leaves(item, depth: int = 0, out: list | None = None) -> list:
     if len(out) >= 16 or depth > 3:
         return out
     if isinstance(item, torch.Tensor):
-        out.append(item.detach().cpu())
+        out.append(_bounded(item.detach()).cpu())
     elif isinstance(item, (list, tuple)):
         for value in item[:16]:
             _leaves(value, depth + 1, out)
@@ -108,10 +112,19 @@ def _leaves(item, depth: int = 0, out: list | None = None) -> list:
         out.append(torch.tensor(float(item), device="cpu"))
     elif hasattr(item, "__array_interface__") or type(item).__module__.startswith("numpy"):
         numpy = sys.modules.get("numpy")
-        out.append(torch.as_tensor(numpy.asarray(item).copy(), device="cpu") if numpy is not None else repr(item))
+        out.append(_bounded(torch.as_tensor(numpy.asarray(item).copy(), device="cpu")) if numpy is not None
+                   else repr(item))
     else:
         out.append(repr(item)[:200])
     return out
+
+
+def _bounded(t: torch.Tensor) -> torch.Tensor:
+    """A part as kept: whole, or for one of more than MAX_PART_VALUES values (a 3-D volume) an even
+    sample of them, the same positions on every read, so nine reads stay small."""
+    if t.numel() <= MAX_PART_VALUES:
+        return t
+    return t.reshape(-1)[:: -(-t.numel() // MAX_PART_VALUES)].clone()
 
 
 def _equal(a, b) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 import weakref
 
 import torch
@@ -102,17 +103,27 @@ class LoaderRoleCheck(Check):
         """`loader` has just shown itself a "training" or an "evaluation" loader."""
 
 
-def read_unwatched(dataset, indices: list, reads: int = 1, convert=None):
+def read_unwatched(dataset, indices: list, reads: int = 1, convert=None, budget_s: float | None = None):
     """`reads` reads of dataset[i] for each index (each passed through `convert`), none of them seen
     by the checks, with torch's, Python's and NumPy's global random states as they were before;
-    None when a read fails (whatever the user's dataset raises, nothing is judged)."""
+    None when a read fails (whatever the user's dataset raises, nothing is judged) or when the reads
+    have taken more than `budget_s` seconds (a dataset that decodes video or fetches over a network
+    is not read nine times)."""
     from kb_tools.watch import hooks
     numpy = sys.modules.get("numpy")
     states = (torch.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy is not None else None)
     convert = convert or (lambda item: item)
+    start = time.perf_counter()
     try:
         with hooks.unwatched(), torch.no_grad():
-            return [[convert(dataset[i]) for _ in range(reads)] for i in indices]
+            out = []
+            for i in indices:
+                out.append([])
+                for _ in range(reads):
+                    out[-1].append(convert(dataset[i]))
+                    if budget_s is not None and time.perf_counter() - start > budget_s:
+                        return None
+            return out
     except Exception:  # noqa: BLE001
         return None
     finally:
