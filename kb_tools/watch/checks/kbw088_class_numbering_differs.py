@@ -70,8 +70,8 @@ class ClassNumberingDiffers(LoaderRoleCheck):
                         f"{ev['evaluation']!r} in the evaluation data ({ev['differ']} of {ev['shared']} shared "
                         f"entries differ)")
             else:
-                what = (f"`{ev['name']}` lists the same {ev['shared']} names in another order "
-                        f"({ev['training'][:4]} in training, {ev['evaluation'][:4]} in evaluation)")
+                what = (f"`{ev['name']}` lists the same {ev['shared']} names in another order (from position "
+                        f"{ev['from']}: {ev['training'][:4]} in training, {ev['evaluation'][:4]} in evaluation)")
             where = f" (training loader {train_site or '?'}, evaluation loader {eval_site or '?'})"
             message = (f"{what}{where}: each split built its own label map, so the model is scored against "
                        f"another numbering than it learned. Build the map once (sorted class names, or the "
@@ -150,5 +150,7 @@ def disagreement(train: dict, evaluation: dict):
                 return {"kind": "map", "name": name, "shared": len(shared), "differ": len(differ),
                         "key": differ[0], "training": a[differ[0]], "evaluation": b[differ[0]]}
         elif isinstance(a, list) and isinstance(b, list) and a != b and sorted(a) == sorted(b):
-            return {"kind": "order", "name": name, "shared": len(a), "training": a, "evaluation": b}
+            first = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)   # the report shows where they part
+            return {"kind": "order", "name": name, "shared": len(a), "from": first,
+                    "training": a[first:first + 20], "evaluation": b[first:first + 20]}
     return None
