@@ -72,7 +72,7 @@ class ClassNumberingDiffers(LoaderRoleCheck):
             else:
                 what = (f"`{ev['name']}` lists the same {ev['shared']} names in another order (from position "
                         f"{ev['from']}: {ev['training'][:4]} in training, {ev['evaluation'][:4]} in evaluation)")
-            where = f" (training loader {train_site or '?'}, evaluation loader {eval_site or '?'})"
+            where = f"; training loader created at {train_site or '?'}, evaluation loader at {eval_site or '?'}"
             message = (f"{what}{where}: each split built its own label map, so the model is scored against "
                        f"another numbering than it learned. Build the map once (sorted class names, or the "
                        f"training split's map) and give it to every split")
