@@ -23,7 +23,7 @@ import sys
 
 import torch
 
-from kb_tools.watch.checks.loaders import LoaderRoleCheck, read_unwatched
+from kb_tools.watch.checks.loaders import LoaderRoleCheck, attribute_walk, read_unwatched
 
 INDICES = 3
 READS = 3
@@ -35,6 +35,7 @@ BUDGET_S = 5.0           # the reads of one dataset stop, unjudged, past this ma
 MAX_PART_VALUES = 1 << 20   # a larger part is kept as an even sample of this many of its values
 AUGMENTATIONS = ("ColorJitter", "RandAugment", "AutoAugment", "TrivialAugmentWide", "AugMix", "GaussianBlur",
                  "ElasticTransform", "Mixup", "MixUp", "CutMix", "Cutout", "SpecAugment")
+TRANSFORM_ATTRIBUTES = ("dataset", "datasets", "transform", "transforms", "augment", "augmentation", "mixup")
 
 
 class EvaluationDataRandom(LoaderRoleCheck):
@@ -184,25 +185,17 @@ def _mean(values: list) -> float:
 
 
 def random_transforms(dataset) -> list:
-    """Names of the augmentations a dataset holds (torchvision's Random* and their kin), found by
-    walking its dataset/transform attributes; for the message only."""
-    names, seen, stack = [], set(), [dataset]
-    while stack and len(seen) < 64:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, (str, bytes, bool, int, float, torch.Tensor)):
-            continue
-        seen.add(id(obj))
-        cls = type(obj).__name__
-        if (cls.startswith("Random") or cls in AUGMENTATIONS) and cls not in names \
-                and not isinstance(obj, torch.utils.data.Dataset):
+    """Names of the augmentations a dataset holds (torchvision's Random* and their kin), found
+    through its dataset/transform attributes; for the message only."""
+    def follow(name, value):
+        return (name in TRANSFORM_ATTRIBUTES or name.startswith("[")) \
+            and not isinstance(value, (str, bytes, bool, int, float, torch.Tensor))
+    names = []
+    for _, name, value in attribute_walk(dataset, follow):
+        cls = type(value).__name__
+        if follow(name, value) and (cls.startswith("Random") or cls in AUGMENTATIONS) and cls not in names \
+                and not isinstance(value, torch.utils.data.Dataset):
             names.append(cls)
-        attributes = getattr(obj, "__dict__", None)
-        for attr in ("dataset", "datasets", "transform", "transforms", "augment", "augmentation", "mixup"):
-            value = attributes.get(attr) if isinstance(attributes, dict) else None
-            if isinstance(value, (list, tuple)):
-                stack.extend(value[:32])
-            elif value is not None:
-                stack.append(value)
     return names[:6]
 
 

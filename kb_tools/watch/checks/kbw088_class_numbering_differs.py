@@ -17,9 +17,10 @@ is silent, as are per-split tables that number nothing (counts, weights).
 from __future__ import annotations
 
 import re
-import weakref
 
-from kb_tools.watch.checks.loaders import LoaderRoleCheck
+from torch.utils.data import Dataset
+
+from kb_tools.watch.checks.loaders import LoaderRoleCheck, attribute_walk
 
 MAP_NAME = re.compile(
     r"^_?(?:(?:class(?:es)?|labels?|cat(?:egory|egories)?|tags?|json_category_id)_?(?:2|to_)"
@@ -40,20 +41,20 @@ class ClassNumberingDiffers(LoaderRoleCheck):
 
     def __init__(self, session):
         super().__init__(session)
-        self.seen: dict = {"training": [], "evaluation": []}   # role -> [(dataset ref, loader site, maps)]
+        self.seen: dict = {"training": [], "evaluation": []}   # role -> [(id of the dataset, loader site, maps)]
         self.found: dict = {}   # (training site, evaluation site) -> (step, evidence)
 
     def on_loader_role(self, role, loader):
         dataset = getattr(loader, "dataset", None)
         mine = self.seen[role]
-        if dataset is None or len(mine) >= MAX_DATASETS or any(ref() is dataset for ref, _, _ in mine):
+        if dataset is None or len(mine) >= MAX_DATASETS or any(seen == id(dataset) for seen, _, _ in mine):
             return
         maps = label_maps(dataset)
         if not maps:
             return
         info = self.session.loaders.get(id(loader))
         site = info.site if info is not None else None
-        mine.append((weakref.ref(dataset) if _weakrefable(dataset) else (lambda: None), site, maps))
+        mine.append((id(dataset), site, maps))
         other = "evaluation" if role == "training" else "training"
         for _, other_site, other_maps in self.seen[other]:
             train, evaluation = (maps, other_maps) if role == "training" else (other_maps, maps)
@@ -80,36 +81,22 @@ class ClassNumberingDiffers(LoaderRoleCheck):
         return out
 
 
-def _weakrefable(obj) -> bool:
-    try:
-        weakref.ref(obj)
-    except TypeError:
-        return False
-    return True
-
-
 def label_maps(dataset) -> dict:
     """{attribute name: dict or list} of the label maps a dataset and the datasets it wraps hold."""
+    def follow(name, value):
+        return name in ("dataset", "datasets") or (name.startswith("[") and isinstance(value, Dataset))
     maps: dict = {}
-    stack, seen = [(dataset, 0)], set()
-    while stack and len(seen) < 16:
-        obj, depth = stack.pop()
-        attributes = getattr(obj, "__dict__", None)
-        if id(obj) in seen or not isinstance(attributes, dict):
+    for _, name, value in attribute_walk(dataset, follow, max_objects=16):
+        if follow(name, value) or name.startswith("["):
             continue
-        seen.add(id(obj))
-        for name, value in list(attributes.items())[:200]:
-            if name in ("dataset", "datasets") and depth < 3:
-                stack.extend((d, depth + 1) for d in (value if isinstance(value, (list, tuple)) else [value])[:8])
-                continue
-            classes = getattr(value, "classes_", None)   # a fitted label encoder
-            if classes is not None and not isinstance(value, (dict, list, tuple)):
-                value, name = list(classes)[:MAX_ENTRIES + 1], f"{name}.classes_"
-            elif not MAP_NAME.match(name):
-                continue
-            found = _as_map(value)
-            if found is not None and name not in maps:
-                maps[name] = found
+        classes = getattr(value, "classes_", None)   # a fitted label encoder
+        if classes is not None and not isinstance(value, (dict, list, tuple)):
+            value, name = list(classes)[:MAX_ENTRIES + 1], f"{name}.classes_"
+        elif not MAP_NAME.match(name):
+            continue
+        found = _as_map(value)
+        if found is not None and name not in maps:
+            maps[name] = found
     return maps
 
 

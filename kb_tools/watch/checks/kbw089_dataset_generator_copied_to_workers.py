@@ -22,7 +22,7 @@ import sys
 import torch
 
 from kb_tools.watch.checks import Check
-from kb_tools.watch.checks.loaders import read_unwatched
+from kb_tools.watch.checks.loaders import attribute_walk, read_unwatched
 
 MIN_WORKERS = 2
 MAX_DEPTH = 3
@@ -103,23 +103,12 @@ def owned_generators(dataset) -> list:
     """[(attribute path, generator)] of the generator objects a dataset holds, the process-wide ones
     left out."""
     kinds, shared = _generator_types(), _global_generators()
-    found, seen = [], {id(dataset)}
-    stack = [(dataset, type(dataset).__name__, 0)]
-    while stack and len(seen) < MAX_OBJECTS:
-        obj, path, depth = stack.pop()
-        attributes = getattr(obj, "__dict__", None)
-        values = list(attributes.items()) if isinstance(attributes, dict) else []
-        if isinstance(obj, (list, tuple)):
-            values = [(f"[{i}]", v) for i, v in enumerate(obj[:16])]
-        for name, value in values[:200]:
-            where = f"{path}{name}" if name.startswith("[") else f"{path}.{name}"
-            if isinstance(value, kinds):
-                if id(value) not in shared and id(value) not in seen:
-                    seen.add(id(value))
-                    found.append((where, value))
-            elif depth < MAX_DEPTH and id(value) not in seen and _worth_walking(value):
-                seen.add(id(value))
-                stack.append((value, where, depth + 1))
+    found, seen = [], set()
+    for path, _, value in attribute_walk(dataset, lambda name, value: not isinstance(value, kinds)
+                                         and _worth_walking(value), MAX_DEPTH, MAX_OBJECTS):
+        if isinstance(value, kinds) and id(value) not in shared and id(value) not in seen:
+            seen.add(id(value))
+            found.append((path, value))
     return found
 
 

@@ -103,6 +103,26 @@ class LoaderRoleCheck(Check):
         """`loader` has just shown itself a "training" or an "evaluation" loader."""
 
 
+def attribute_walk(root, follow, max_depth: int = 3, max_objects: int = 64):
+    """Every (path, name, value) among the attributes of `root` (the items of a list or tuple, named
+    "[i]"), and of each value `follow(name, value)` admits, MAX_DEPTH levels down, each object
+    once: how the checks find what a dataset holds (its transforms, generators, label maps)."""
+    seen, stack = {id(root)}, [(root, type(root).__name__, 0)]
+    while stack and len(seen) < max_objects:
+        obj, path, depth = stack.pop()
+        if isinstance(obj, (list, tuple)):
+            items = [(f"[{i}]", v) for i, v in enumerate(obj[:16])]
+        else:
+            attributes = getattr(obj, "__dict__", None)
+            items = list(attributes.items())[:200] if isinstance(attributes, dict) else []
+        for name, value in items:
+            where = f"{path}{name}" if name.startswith("[") else f"{path}.{name}"
+            yield where, name, value
+            if depth < max_depth and id(value) not in seen and follow(name, value):
+                seen.add(id(value))
+                stack.append((value, where, depth + 1))
+
+
 def read_unwatched(dataset, indices: list, reads: int = 1, convert=None, budget_s: float | None = None):
     """`reads` reads of dataset[i] for each index (each passed through `convert`), none of them seen
     by the checks, with torch's, Python's and NumPy's global random states as they were before;
