@@ -872,6 +872,45 @@ def test_a_row_has_one_fingerprint_wherever_it_sits_and_other_rows_get_others():
     assert row_fingerprints(torch.randn(1, 64)) is None
 
 
+def test_a_batch_fingerprint_sums_in_float64_without_a_float64_copy():
+    from torch.profiler import ProfilerActivity, profile
+
+    from kb_tools.watch.checks.tensors import fingerprint
+    g = torch.Generator().manual_seed(0)
+    batch = torch.randn(32, 3, 32, 32, generator=g) * 1e3
+    for t in (batch, batch[:, 1], batch.transpose(1, 3), torch.randint(-9, 9, (40_001,), generator=g),
+              batch.double(), batch.half()):
+        shape, dtype, values = fingerprint(t)
+        assert values[0] == pytest.approx(float(t.double().sum()), rel=1e-6, abs=1e-6)  # float32 blocks
+        assert fingerprint(t.clone()) == (shape, dtype, values)      # equal tensors, equal fingerprints
+    changed = batch.clone()
+    changed[5, 1, 2, 3] += 1.0                                       # one element no strided read sees
+    assert fingerprint(changed) != fingerprint(batch)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fingerprint(batch)
+    allocated = sum(e.self_cpu_memory_usage for e in prof.events() if e.self_cpu_memory_usage > 0)
+    assert allocated < batch.numel() * batch.element_size() // 8     # the old float64 copy was twice its size
+
+
+def test_dead_relu_share_is_the_units_zero_for_every_example():
+    from kb_tools.watch.checks import kbw030_dead_relu as dead
+    from kb_tools.watch.session import Session
+    g = torch.Generator().manual_seed(0)
+    out = torch.relu(torch.randn(32, 10, 6, 6, generator=g))
+    out[:, :7] = 0.0                                                 # 7 of 10 channels dead on every example
+    out[:, 3, 0, 0] = float("nan")                                   # a NaN keeps a channel alive
+    out[4, 5, 2, 2] = 0.5                                            # one live value on one example keeps one
+    relu = torch.nn.ReLU()
+    check = dead.DeadRelu(Session(checks=[]))
+    check.session.step = 5
+    check.on_module_forward(relu, out, True)
+    (st,) = check.states.values()
+    assert (st.share, st.units) == (pytest.approx(0.5), 10)
+    check.session.step = 6
+    check.on_module_forward(relu, torch.relu(torch.randn(32, 8, generator=g)) * 0, True)  # 2-d: features
+    assert (st.share, st.units) == (1.0, 8)
+
+
 EPOCH_THEN_EVALUATION = os.path.join(SCRIPTS, "epoch_then_evaluation.py")
 
 

@@ -71,9 +71,11 @@ class DeadRelu(Check):
             st.root = self.session.module_root.get(id(module))
         with torch.no_grad():
             out = output.detach()
-            alive = out.ne(0).flatten(2).any(2) if out.dim() > 2 else out.ne(0)
-            share = float(1.0 - alive.any(0).float().mean())
-            units = alive.shape[1]
+            # a ReLU's output is never negative, so a unit is dead where its largest value is 0 (a NaN
+            # stays alive); one reduction, no batch-sized mask allocated on every sampled step
+            largest = out.amax(dim=[d for d in range(out.dim()) if d != 1])
+            share = float(largest.eq(0).float().mean())
+            units = largest.shape[0]
         if st.step == step:  # the module ran again in this step (a shared ReLU): keep the smallest share
             st.share = min(st.share, share)
             return

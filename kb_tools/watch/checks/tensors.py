@@ -94,8 +94,25 @@ def fingerprint(t: torch.Tensor) -> tuple | None:
         return None
     flat = t.detach().reshape(-1)
     stride = max(1, flat.numel() // ELEMENTS)
-    values = torch.cat([flat.double().sum().reshape(1), flat[::stride][:ELEMENTS].double()]).tolist()
+    values = torch.cat([_sum_as_double(flat).reshape(1), flat[::stride][:ELEMENTS].double()]).tolist()
     return (tuple(t.shape), str(t.dtype), tuple(values))
+
+
+SUM_BLOCK = 4096  # elements summed in the tensor's own dtype before the float64 total
+
+
+def _sum_as_double(flat: torch.Tensor) -> torch.Tensor:
+    """The sum of a 1-d tensor in float64 without a float64 copy of it (a batch-sized allocation on
+    every call unsettles the C allocator of a CPU run: its heap is trimmed and faulted in again):
+    float32, float64 and integer tensors are summed in blocks in their own dtype first, each block
+    in one fixed order, so equal tensors give equal sums."""
+    n = flat.numel()
+    if n <= SUM_BLOCK or not (flat.dtype in (torch.float32, torch.float64) or not flat.is_floating_point()) \
+            or flat.dtype == torch.bool:
+        return flat.double().sum()
+    whole = n - n % SUM_BLOCK
+    blocks = flat[:whole].view(-1, SUM_BLOCK).sum(1).double().sum()
+    return blocks + flat[whole:].double().sum() if whole < n else blocks
 
 
 ROW_COLUMNS = 256   # strided elements of a row that its fingerprint reads
