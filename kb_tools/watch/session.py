@@ -246,7 +246,8 @@ class Session:
         self.instrumentation: Any = None  # hooks.Instrumentation once installed
         classes = all_checks() if checks is None else checks
         self.checks = [cls(self) for cls in classes]
-        self._handlers = {event: [c for c in self.checks if overridden(c, event)] for event in EVENTS}
+        # each event's handlers as bound methods, made once: a sampled step dispatches thousands of calls
+        self._handlers = {event: [getattr(c, event) for c in self.checks if overridden(c, event)] for event in EVENTS}
         self._evaluation_checks = [c for c in self.checks if getattr(c, "watches_evaluation", False)]
         self.evaluation_losses_left = EVALUATION_LOSSES
 
@@ -291,21 +292,20 @@ class Session:
         torch.func transform (vmap, grad): its tensors are stand-ins no check can read."""
         if inside_function_transform():
             return
-        for check in self._handlers[event]:
-            if only is not None and check not in only:
+        for handler in self._handlers[event]:
+            if only is not None and handler.__self__ not in only:
                 continue
             try:
-                getattr(check, event)(*args)
+                handler(*args)
             except StopWatching:
                 raise
             except Exception as exc:  # noqa: BLE001 - a check's bug must never break the user's run
-                self._disable(check, event, exc)
+                self._disable(handler.__self__, event, exc)
 
     def _disable(self, check, event: str, exc: Exception) -> None:
         self.internal_errors.append(f"{check.code} {event}: {type(exc).__name__}: {exc}")
-        for handlers in self._handlers.values():
-            if check in handlers:
-                handlers.remove(check)
+        for key, handlers in self._handlers.items():  # new lists: a dispatch under way goes on over the old one
+            self._handlers[key] = [h for h in handlers if h.__self__ is not check]
         self.checks = [c for c in self.checks if c is not check]
 
     def is_sampled(self, step: int) -> bool:

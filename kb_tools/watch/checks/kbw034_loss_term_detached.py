@@ -20,7 +20,9 @@ def _walk(tensors, pending: dict, key: str) -> tuple[set, bool]:
     """(the pending tokens whose loss node was reached, whether an add/sub node has an input without
     gradient). A loss node is known by the token under `key` in its metadata dict, which lives on the node itself:
     torch 2.11 makes a new Python object for a node once the last one is freed, so an id() taken
-    at the loss call would not match. Only nodes of the loss nodes' types are asked."""
+    at the loss call would not match. Only nodes of the loss nodes' types are asked. The walk stops
+    once every pending loss is reached: nothing is then missing, and a whole graph is not read on
+    every sampled step of a healthy run."""
     names = {name for name, _ in pending.values()}
     reached, constant_added = set(), False
     for node in graph_nodes(tensors, MAX_NODES):
@@ -28,6 +30,8 @@ def _walk(tensors, pending: dict, key: str) -> tuple[set, bool]:
             token = getattr(node, "metadata", {}).get(key)
             if token in pending:
                 reached.add(token)
+                if len(reached) == len(pending):
+                    break
         if not constant_added and adds_a_constant(node):
             constant_added = True
     return reached, constant_added
