@@ -11,6 +11,10 @@ wall time means anything). Each watched mode is one Session with every check, in
 blocks and removed for the others, so its step counter and sampling run on as in one long run.
 Reported per model and clock: each mode's mean step time and its change from the unwatched mean
 (the cost over a long run), and the first 10 steps of the default session, all of them sampled.
+Also each mode's minor page faults per step: on a CPU, glibc's allocator may hand a step's freed
+memory back to the system and fault it in again on the next step, and whether a process falls
+into that pattern varies from process to process and with what else allocates; a mode with many
+more faults than plain is paying for that, not for the checks' own work.
 
     python bench/watch_overhead.py [--steps 100] [--rounds 4] [--every 10] [--threads 1] [--device cpu]
                                    [--size small|medium] [--count-ops] [--json]
@@ -23,6 +27,11 @@ import os
 import statistics
 import sys
 import time
+
+try:
+    import resource
+except ImportError:  # not on Windows: page faults are then not counted
+    resource = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -107,6 +116,11 @@ def transformer_setup(device):
     return step
 
 
+def minor_faults() -> int:
+    """The process's minor page faults so far (0 where the platform does not count them)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource is not None else 0
+
+
 def timed_block(step, steps: int, sync) -> tuple:
     """(wall seconds, CPU seconds) of each of `steps` steps."""
     wall, cpu = [], []
@@ -132,12 +146,15 @@ def measure(name: str, setup, steps: int, rounds: int, every: int, device: str) 
     sessions["watched"].uninstall()
     plain_first = timed_block(step, sessions["watched"].warmup, sync)
     times = {mode: ([], []) for mode in MODES}
+    faults = dict.fromkeys(MODES, 0)
     for r in range(rounds):
         for mode in MODES[r % 4:] + MODES[:r % 4]:
             session = sessions.get(mode)
             if session is not None:
                 session.install()
+            before = minor_faults()
             wall, cpu = timed_block(step, steps, sync)
+            faults[mode] += minor_faults() - before
             if session is not None:
                 session.uninstall()
             times[mode][0].extend(wall)
@@ -145,7 +162,8 @@ def measure(name: str, setup, steps: int, rounds: int, every: int, device: str) 
     ms = lambda xs: 1e3 * statistics.fmean(xs)  # noqa: E731
     out = {"model": name, "device": device, "steps_per_mode": len(times["plain"][0]), "every": every,
            "sampled_steps": sessions["watched"].sampled_steps,
-           "findings": sorted({f["code"] for s in sessions.values() for f in s.findings()})}
+           "findings": sorted({f["code"] for s in sessions.values() for f in s.findings()}),
+           "page_faults_per_step": {mode: faults[mode] / len(times[mode][0]) for mode in MODES}}
     for i, clock in enumerate(("wall", "cpu")):
         base = ms(times["plain"][i])
         out[clock] = {mode: {"mean_ms": ms(times[mode][i]), "ratio": ms(times[mode][i]) / base} for mode in MODES}
@@ -238,6 +256,8 @@ def main(argv=None) -> int:
             print(f"  {clock:4} mean step: " + "; ".join(
                 f"{mode} {c[mode]['mean_ms']:.2f} ms" + ("" if mode == "plain" else f" ({c[mode]['ratio'] - 1:+.1%})")
                 for mode in (*MODES, "first 10 steps")))
+        if resource is not None:
+            print("  page faults per step: " + "; ".join(f"{mode} {n:.0f}" for mode, n in r["page_faults_per_step"].items()))
     return 0
 
 
