@@ -107,8 +107,8 @@ def _sum_as_double(flat: torch.Tensor) -> torch.Tensor:
     float32, float64 and integer tensors are summed in blocks in their own dtype first, each block
     in one fixed order, so equal tensors give equal sums."""
     n = flat.numel()
-    if n <= SUM_BLOCK or not (flat.dtype in (torch.float32, torch.float64) or not flat.is_floating_point()) \
-            or flat.dtype == torch.bool:
+    blockwise = flat.dtype in (torch.float32, torch.float64) or not (flat.is_floating_point() or flat.dtype == torch.bool)
+    if n <= SUM_BLOCK or not blockwise:  # small, or half precision and bool: summed as before
         return flat.double().sum()
     whole = n - n % SUM_BLOCK
     blocks = flat[:whole].view(-1, SUM_BLOCK).sum(1).double().sum()
