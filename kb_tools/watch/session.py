@@ -411,6 +411,11 @@ class Session:
 
     # ------------------------------------------------------------ lookups the checks share
 
+    def loader_site(self, loader) -> str | None:
+        """file:line where `loader` was created, when it was created while watching."""
+        info = self.loaders.get(id(loader)) if loader is not None else None
+        return info.site if info is not None else None
+
     def live_optimizers(self) -> list:
         return [o for o in (info.optimizer for info in self.optimizers.values()) if o is not None]
 

@@ -69,12 +69,11 @@ class SameBatchEveryStep(Check):
             if st.run > st.best:
                 st.best, st.best_step, st.shape = st.run, step, tuple(t.shape)
                 if st.best == MIN_RESTARTS:
-                    info = self.session.loaders.get(id(loader))
                     try:
                         per_pass = len(loader)
                     except TypeError:  # an IterableDataset without a length
                         per_pass = None
-                    self.restart_loaders[id(loader)] = (info.site if info is not None else None, per_pass)
+                    self.restart_loaders[id(loader)] = (self.session.loader_site(loader), per_pass)
         else:
             st.run = 0
         st.serial, st.batches, st.step, st.fp = serial, 1, step, fp

@@ -49,8 +49,7 @@ class BatchesSortedByLabel(Check):
         self.loader_site = None  # where the loader of the last sampled batch was created
 
     def on_batch(self, loader, batch):
-        info = self.session.loaders.get(id(loader)) if loader is not None else None
-        self.loader_site = info.site if info is not None else None
+        self.loader_site = self.session.loader_site(loader)
 
     def on_loss(self, call):
         if call.kind not in ("cross_entropy", "nll_loss") or not call.grad_enabled:

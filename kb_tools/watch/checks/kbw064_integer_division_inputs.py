@@ -50,8 +50,7 @@ class IntegerDivisionInputs(Check):
             if middle < MIN_MIDDLE:
                 return
             ones = {d: int((t >= d).sum()) for d in sorted({255, 256, high})}
-        info = self.session.loaders.get(id(loader)) if loader is not None else None
-        self.pending = (self.session.step, info.site if info is not None else None, ones, t.numel(), high)
+        self.pending = (self.session.step, self.session.loader_site(loader), ones, t.numel(), high)
 
     def on_module_input(self, module, args):
         s = self.session

@@ -60,8 +60,7 @@ class TargetsAllOneClass(Check):
                       if t.dim() <= 2 and 0 < t.numel() <= 1 << 20]
         self.batch_step = self.session.step
         self.in_order = isinstance(getattr(loader, "sampler", None), SequentialSampler)
-        info = self.session.loaders.get(id(loader)) if loader is not None else None
-        self.loader_site = info.site if info is not None else None
+        self.loader_site = self.session.loader_site(loader)
 
     def _labels(self, call):
         """The targets as a 1-D tensor when the call is a classification loss on class labels, else None."""

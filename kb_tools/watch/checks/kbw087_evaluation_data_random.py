@@ -71,8 +71,7 @@ class EvaluationDataRandom(LoaderRoleCheck):
             return
         verdict = _altered_reads(reads)
         if verdict is not None:
-            info = self.session.loaders.get(id(loader))
-            site = info.site if info is not None else None
+            site = self.session.loader_site(loader)
             if site in self.found:   # a loader built again for each evaluation
                 self.found[site][2] += 1
             else:

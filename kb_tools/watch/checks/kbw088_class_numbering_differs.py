@@ -52,8 +52,7 @@ class ClassNumberingDiffers(LoaderRoleCheck):
         maps = label_maps(dataset)
         if not maps:
             return
-        info = self.session.loaders.get(id(loader))
-        site = info.site if info is not None else None
+        site = self.session.loader_site(loader)
         mine.append((id(dataset), site, maps))
         other = "evaluation" if role == "training" else "training"
         for _, other_site, other_maps in self.seen[other]:

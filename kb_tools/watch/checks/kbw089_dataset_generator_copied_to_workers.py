@@ -64,8 +64,7 @@ class DatasetGeneratorCopiedToWorkers(Check):
         for (_, g), state in zip(owned, before):
             _restore(g, state)
         if moved:
-            info = self.session.loaders.get(id(loader))
-            site = info.site if info is not None else None
+            site = self.session.loader_site(loader)
             kinds = {path: type(g).__name__ for path, g in owned}
             self.found.setdefault(site, (self.session.step, {
                 "generators": moved, "kinds": [kinds[p] for p in moved], "workers": loader.num_workers,

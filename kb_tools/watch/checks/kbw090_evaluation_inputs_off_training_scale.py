@@ -19,6 +19,8 @@ that waits for the call's inputs, on the first MAX_CALLS calls of each kind only
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from kb_tools.watch.checks.loaders import LoaderRoleCheck
@@ -75,7 +77,7 @@ class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
             return
         std, mean = torch.std_mean(x.detach().float())
         pair = torch.stack([mean, std]).tolist()
-        if all(v == v and abs(v) != float("inf") for v in pair):
+        if all(math.isfinite(v) for v in pair):
             kept.append(tuple(pair))
             if not training and m.eval_step is None:
                 m.eval_step = self.session.step
