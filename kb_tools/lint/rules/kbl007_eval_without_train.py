@@ -1,7 +1,9 @@
 """What it finds: a training loop (the epoch loop, or a batch loop that validates every N steps) that
 runs `.eval()`, itself or through the file's own functions and methods it calls (a `validate()`
 method, a model's `val_start()`), while nothing it runs calls `.train()` again. An EMA copy, a
-teacher or a target network put in eval mode is not the model being trained and is left alone.
+teacher or a target network put in eval mode is not the model being trained and is left alone, and
+so is a function's parameter when the caller may pass such a copy (`test(test_model)` after
+`test_model = ema.ema` on one branch): the rule cannot prove the trained model is the one switched.
 
 Why it hurts training: after the first evaluation every later epoch trains with dropout off and
 BatchNorm using (and no longer updating) its running statistics, so regularisation is gone and
@@ -22,6 +24,8 @@ Use instead:
         model.eval()
         validate(model)
 """
+
+import ast
 
 from kb_tools.lint.analysis import dotted, method_call
 
@@ -44,6 +48,25 @@ def _trained_elsewhere(a, receiver: str) -> bool:
         last not in {o.rsplit(".", 1)[-1].lower() for o in owners}
 
 
+def _maybe_copy(a, where, evals) -> bool:
+    """Whether the eval reached through the call `where` switches a parameter of the function it is
+    in, and what `where` passes for it was, on some assignment, an EMA copy, a teacher or a target
+    network: `test_model = ema_model.ema if ... else model` cannot prove the trained model is evaluated."""
+    for inner in evals:
+        fn = a.enclosing(inner)
+        receiver = method_call(inner, "eval")
+        if fn is None or receiver is None or a.callee(where) is not fn:
+            continue
+        passed = a.bound_arguments(where, fn).get(receiver)
+        names = [dotted(passed)] if dotted(passed) else []
+        values = [value for name in names for _, value, _ in a.history.get(name, [])] + [passed]
+        values = [side for v in values if v is not None
+                  for side in ((v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,))]
+        if any(dotted(v) and _trained_elsewhere(a, dotted(v)) for v in values):
+            return True
+    return False
+
+
 def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
@@ -60,6 +83,8 @@ def check(a, emit):
             where = next((c for c in own if c in evals or (a.callee(c) is not None and any(
                 e in evals for e in a.run_calls(c)))), None)   # the call that leads there, not print(validate())
             if where is None:
+                continue
+            if where not in evals and _maybe_copy(a, where, evals):
                 continue
             if where in evals:
                 emit(where, CODE, what=f"{method_call(where, 'eval') or 'the model'}.eval()")

@@ -4,7 +4,9 @@ sampler, that has `shuffle=False`, or no `shuffle` at all (the default is False)
 dataset; a dataset that is visibly iterable (an IterableDataset, a stream) is left alone. Keyword
 arguments spread from a dict (`DataLoader(ds, **params)`) are read when the dict is a literal of
 the file, directly, through a name, or through the parameter of a function whose every caller in
-the file passes one; a spread that cannot be read keeps the rule silent.
+the file passes one; a spread that cannot be read keeps the rule silent. A class-folder dataset
+whose labels every loop over it discards (`for x, _ in loader`) is read for its images only and
+is left alone.
 
 Why it hurts training: every epoch sees the samples in the same order; sorted by class, each
 batch holds one class, the model chases the latest class and BatchNorm statistics swing, so
@@ -153,6 +155,23 @@ def _spread_without_order(a, call) -> bool:
     return all(k is not None and not k & {"shuffle", "sampler", "batch_sampler"} for k in keys)
 
 
+def labels_discarded(a, call) -> bool:
+    """Whether every loop over the loader throws its labels away (`for x, _ in loader`,
+    `for i, (x, _) in enumerate(loader)`): a class folder read only for its images (one folder of
+    content images, as style transfer uses) has no class order to harm."""
+    name = a.assigned.get(id(call))
+    loops = []
+    for loop in a.index.of(ast.For):
+        it, target = loop.iter, loop.target
+        if isinstance(it, ast.Call) and it.args and (dotted(it.func) or "").rsplit(".", 1)[-1] == "enumerate":
+            it = it.args[0]
+            target = target.elts[1] if isinstance(target, ast.Tuple) and len(target.elts) == 2 else None
+        if name and dotted(it) == name:
+            loops.append(target)
+    return bool(loops) and all(isinstance(t, ast.Tuple) and len(t.elts) >= 2 and all(
+        isinstance(e, ast.Name) and e.id.startswith("_") for e in t.elts[1:]) for t in loops)
+
+
 def check(a, emit):
     for call in training_loaders(a):
         if keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
@@ -162,6 +181,8 @@ def check(a, emit):
             emit(call, CODE, how="has shuffle=False")
         elif shuffle is None and len(call.args) < 3 and call.args and not iterable(a, call.args[0]) \
                 and (not any(k.arg is None for k in call.keywords) or _spread_without_order(a, call)):
-            how = ("over a class-folder dataset has no shuffle=True" if class_folder(a, call.args[0])
-                   else "has no shuffle=True")
+            folder = class_folder(a, call.args[0])
+            if folder and labels_discarded(a, call):
+                continue
+            how = "over a class-folder dataset has no shuffle=True" if folder else "has no shuffle=True"
             emit(call, CODE, how=how + " (the default is False)")

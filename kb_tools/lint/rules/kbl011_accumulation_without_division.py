@@ -3,7 +3,8 @@
 micro-batches (`for micro in range(accum_steps)`) that calls `backward()` with one step after it,
 where the loss is never divided (by N, a token count, or a reduction) before its backward. A loop
 that also steps on every pass (a critic each iteration, a generator every n_critic) alternates
-and is left alone; apex's `with amp.scale_loss(loss, opt) as scaled:` is followed to its loss.
+and is left alone, and so is one that clears the gradients under the step's own condition just
+before the stepping pass's backward (nothing is summed then); apex's `with amp.scale_loss(loss, opt) as scaled:` is followed to its loss.
 
 Why it hurts training: accumulated gradients are the sum over the micro-batches, so the update
 is N times larger than the batch the learning rate was tuned for: the effective learning rate
@@ -47,11 +48,23 @@ def divided(a, expr) -> bool:
     return False
 
 
+def _cleared_before_last_backward(a, loop, found) -> bool:
+    """Whether a zero_grad() under the step's own condition runs before the backward() of the pass
+    that steps (`if cond: zero_grad()`, `backward()`, `if cond: step()`): only that pass's gradient
+    reaches the step, so nothing is summed."""
+    steps, outside = found
+    tests = {ast.dump(n.test) for n in steps}
+    first_backward = next((c for c in outside if method_call(c, *BACKWARD) is not None), None)
+    return first_backward is not None and any(
+        isinstance(n, ast.If) and within(loop, n) and ast.dump(n.test) in tests and n.lineno < first_backward.lineno
+        and any(method_call(c, "zero_grad") is not None for c in a.index.calls_in(n)) for n in a.index.of(ast.If))
+
+
 def _accumulates(a, loop) -> bool:
     """The loop accumulates gradients (Analysis.accumulation) with no gradient rescaling (a division)
     in the step block before the step."""
     found = a.accumulation(loop)
-    return found is not None and not any(
+    return found is not None and not _cleared_before_last_backward(a, loop, found) and not any(
         isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for node in found[0] for st in node.body for n in ast.walk(st))
 
 
