@@ -142,6 +142,32 @@ def unwrap_copy(expr):
     return expr
 
 
+class Act(str):
+    """An activation's name ("softmax", "log_softmax", "sigmoid", "raw") that also remembers the call
+    or module constructor applying it and the literal dim it was given (None when not a literal): it
+    compares as the plain name, and a rule that cares over which axis can ask."""
+    node: ast.AST | None
+    dim: int | None
+
+    def __new__(cls, name: str, node=None, dim=None):
+        act = super().__new__(cls, name)
+        act.node, act.dim = node, dim
+        return act
+
+
+def literal_dim(call, positional: int):
+    """The int `dim` of a softmax-like call (keyword, or the argument at `positional`), or None
+    when it is not a literal: `F.softmax(x, dim=-1)` -> -1, `x.softmax(0)` -> 0."""
+    dim = keyword(call, "dim")
+    if dim is None and len(call.args) > positional:
+        dim = call.args[positional]
+    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub) and isinstance(dim.operand, ast.Constant):
+        dim = ast.Constant(-dim.operand.value) if isinstance(dim.operand.value, int) else None
+    if isinstance(dim, ast.Constant) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
+        return dim.value
+    return None
+
+
 def keyword(call, name):
     return next((k.value for k in call.keywords if k.arg == name), None)
 
@@ -360,10 +386,10 @@ class Analysis:
         name = self.imp.canon(call.func)
         for group, act in ((SOFTMAX, "softmax"), (LOG_SOFTMAX, "log_softmax"), (SIGMOID, "sigmoid")):
             if name in group:
-                return act
+                return Act(act, call, literal_dim(call, 1))
         if name is None and isinstance(call.func, ast.Attribute) and call.func.attr in ("softmax", "log_softmax", "sigmoid") \
                 and dotted(call.func.value) != "self":   # self.softmax(x) is a module attribute: see attrs
-            return call.func.attr
+            return Act(call.func.attr, call, literal_dim(call, 0))
         return None
 
     def _module_output(self, module) -> str | None:
@@ -373,7 +399,7 @@ class Analysis:
             return None
         name = self.imp.canon(module.func)
         if name in MODULE_ACTS:
-            return MODULE_ACTS[name]
+            return Act(MODULE_ACTS[name], module, literal_dim(module, 0))
         if name == "torch.nn.Linear":
             return "raw"
         if name == "torch.nn.Sequential" and module.args:

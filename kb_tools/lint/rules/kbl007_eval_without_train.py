@@ -62,7 +62,7 @@ def _maybe_copy(a, where, evals) -> bool:
         values = [value for name in names for _, value, _ in a.history.get(name, [])] + [passed]
         values = [side for v in values if v is not None
                   for side in ((v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,))]
-        if any(dotted(v) and _trained_elsewhere(a, dotted(v)) for v in values):
+        if any(_trained_elsewhere(a, dotted(v) or "") for v in values if dotted(v)):
             return True
     return False
 

@@ -4,7 +4,8 @@ micro-batches (`for micro in range(accum_steps)`) that calls `backward()` with o
 where the loss is never divided (by N, a token count, or a reduction) before its backward. A loop
 that also steps on every pass (a critic each iteration, a generator every n_critic) alternates
 and is left alone, and so is one that clears the gradients under the step's own condition just
-before the stepping pass's backward (nothing is summed then); apex's `with amp.scale_loss(loss, opt) as scaled:` is followed to its loss.
+before the stepping pass's backward (nothing is summed then); apex's
+`with amp.scale_loss(loss, opt) as scaled:` is followed to its loss.
 
 Why it hurts training: accumulated gradients are the sum over the micro-batches, so the update
 is N times larger than the batch the learning rate was tuned for: the effective learning rate

@@ -3,8 +3,10 @@ in code that trains, or `nn.Softmax()` / `nn.LogSoftmax()` built without `dim`; 
 `nn.Sequential`, an `nn.Softmax(dim=0)` right after an `nn.Linear` (a Linear's classes are its last
 axis; dim 0 is the batch); and attention weights `w = scores.softmax(dim=d)` that a later
 `torch.einsum` of the same function sums over another axis than `d` (`einsum("bijh,bjhd->bihd", w, v)`
-contracts j: the softmax must run over j, not over the query axis i). A softmax that only turns a
-validation batch's logits into predictions is left alone.
+contracts j: the softmax must run over j, not over the query axis i); and a softmax or log_softmax
+over dim 0 whose output reaches a cross-entropy, NLL or KL-divergence loss (that loss reads dim 0 as
+the samples), directly or as what a model's forward returns. A softmax that only turns a validation
+batch's logits into predictions is left alone, and so is one-sample input made a batch of one.
 
 Why it hurts training: without `dim` torch guesses the axis from the number of dimensions (0 for
 a 1-D or 3-D tensor, 1 for 2-D or 4-D) and only warns. On a (batch, time, classes) tensor the guess
@@ -20,7 +22,7 @@ Use instead:
 
 import ast
 
-from kb_tools.lint.analysis import keyword, within
+from kb_tools.lint.analysis import keyword, literal_dim, within
 
 CODE, NAME, ENTRY = "KBL019", "softmax-implicit-dim", "softmax-wrong-dim"
 MESSAGE = "{what}"
@@ -28,6 +30,8 @@ IMPLICIT = ("softmax without dim: torch guesses the axis (the batch axis for a 3
             "class axis")
 BATCH_AXIS = ("softmax over dim 0 right after a Linear layer: that is the batch axis, the classes are the last one; "
               "pass dim=-1 or the class axis")
+LOSS_AXIS = ("{act} over dim 0, the batch axis, of scores that {loss} reads one row per sample: each class is "
+             "normalised over the batch instead of each sample over its classes; pass dim=-1 (the class axis)")
 EINSUM_AXIS = ("softmax over axis '{normalised}' of weights that einsum('{spec}') then sums over axis '{summed}': "
                "each output is a sum of weights that do not add up to 1; softmax over dim={dim}")
 SOFTMAXES = {"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"}
@@ -54,15 +58,8 @@ def _softmax_dim(a, value):
         and a.imp.canon(value.func) not in FUNCTIONS | {"torch.softmax"}
     if not is_method and a.imp.canon(value.func) not in SOFTMAXES:
         return None
-    dim = keyword(value, "dim")
-    if dim is None:
-        positional = value.args[0:1] if is_method else value.args[1:2]
-        dim = positional[0] if positional else None
-    if isinstance(dim, ast.UnaryOp) and isinstance(dim.op, ast.USub) and isinstance(dim.operand, ast.Constant):
-        dim = ast.Constant(-dim.operand.value)
-    if isinstance(dim, ast.Constant) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
-        return value, dim.value
-    return None
+    dim = literal_dim(value, 0 if is_method else 1)
+    return (value, dim) if dim is not None else None
 
 
 def _einsum_axes(a, emit):
@@ -108,8 +105,32 @@ def _einsum_axes(a, emit):
                                                             dim=letters.index(summed[0])))
 
 
+PER_SAMPLE_LOSSES = ("ce", "nll")
+ONE_SAMPLE = ("unsqueeze(0)", "[None", "view(1,", "reshape(1,")
+
+
+def _into_a_loss(a, emit):
+    """A softmax or log_softmax over dim 0 whose output a cross-entropy, NLL or KL-divergence loss
+    then reads per sample (directly, through names, or as what a model's forward returns): the loss
+    takes dim 0 as the samples, so the softmax normalised each class over the batch. A one-sample
+    input made a batch of one on the way (`.unsqueeze(0)`) is left alone."""
+    seen = set()
+    for call, kind in a.loss_calls:
+        name = a.imp.canon(call.func) or (a.imp.canon(call.func.func) if isinstance(call.func, ast.Call) else "") or ""
+        if kind not in PER_SAMPLE_LOSSES and "kl_div" not in name.lower() and "KLDiv" not in name:
+            continue
+        act = a.activation(call.args[0])
+        node = getattr(act, "node", None)
+        if act not in ("softmax", "log_softmax") or getattr(act, "dim", None) != 0 or id(node) in seen \
+                or any(mark in ast.unparse(call.args[0]).replace(" ", "") for mark in ONE_SAMPLE):
+            continue
+        seen.add(id(node))
+        emit(node, CODE, what=LOSS_AXIS.format(act=act, loss=name.rsplit(".", 1)[-1] or "the loss"))
+
+
 def check(a, emit):
     _einsum_axes(a, emit)
+    _into_a_loss(a, emit)
     for call in a.index.calls:
         name = a.imp.canon(call.func)
         has_dim = any(k.arg == "dim" for k in call.keywords)
