@@ -4,6 +4,9 @@ that is handed the scheduler's optimizer: `train(model, loader, optimizer)`), or
 function that steps the optimizer after it (a per-epoch `train_epoch()`, a wrapper's `step()`);
 or, in a loop body, a scheduler's `step()` on every pass while the optimizer steps only under an
 accumulation condition (an `if` whose test holds a modulo or a name that says accumulation).
+Schedulers and optimizers are known by how they were built or, when that is out of sight (a
+parameter, an attribute set elsewhere), by a name that says sched or optim; a `step(epoch)` or
+`step(metric)`, which sets the schedule's position itself, is left alone.
 
 Why it hurts training: current torch expects `optimizer.step()` first and the scheduler's
 `step()` after it. In the other order the schedule has already advanced once before any update
@@ -38,11 +41,18 @@ def _optimizer_of(a, scheduler: str) -> str | None:
     return None
 
 
+def _optimizer_named(a, receiver: str) -> bool:
+    """An optimizer (or GradScaler) by kind, or, when its kind is unknown (a parameter, an attribute
+    set elsewhere), by a name that says optim and not sched."""
+    return a.kinds.get(receiver) in ("optimizer", "scaler") or (
+        a.kinds.get(receiver) is None and "optim" in receiver.lower() and not a.is_scheduler(receiver))
+
+
 def _steps_optimizer(a, call, optimizer) -> bool:
     """Whether a call steps an optimizer: `opt.step()`, `scaler.step(opt)`, or a call of a function
     that is handed the scheduler's optimizer (`train(model, loader, optimizer=opt)`), which steps it."""
     receiver = method_call(call, "step")
-    if receiver is not None and a.kinds.get(receiver) in ("optimizer", "scaler"):
+    if receiver is not None and _optimizer_named(a, receiver):
         return True
     if optimizer and receiver is None and method_call(call, "zero_grad", "state_dict", "load_state_dict") is None:
         return any(dotted(arg) == optimizer for arg in list(call.args) + [k.value for k in call.keywords])
@@ -61,9 +71,7 @@ def _function_steps(a, emit):
         if sched is None:
             continue
         calls = [c for stmt in fn.body for c in a.run_calls(stmt)]
-        opt = next((c for c in calls if method_call(c, "step") and not a.is_scheduler(method_call(c, "step"))
-                    and (a.kinds.get(method_call(c, "step")) in ("optimizer", "scaler")
-                         or "optim" in method_call(c, "step").lower())), None)
+        opt = next((c for c in calls if method_call(c, "step") and _optimizer_named(a, method_call(c, "step"))), None)
         if opt is not None and calls.index(sched) < calls.index(opt):
             emit(sched, CODE, how=BEFORE)
 
@@ -85,9 +93,7 @@ def _per_batch_under_accumulation(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
             gated = [stmt for stmt in loop.body if isinstance(stmt, ast.If) and _accumulation_test(stmt.test)
-                     and any(method_call(c, "step") and not a.is_scheduler(method_call(c, "step"))
-                             and (a.kinds.get(method_call(c, "step")) in ("optimizer", "scaler")
-                                  or "optim" in method_call(c, "step").lower())
+                     and any(method_call(c, "step") and _optimizer_named(a, method_call(c, "step"))
                              for inner in stmt.body for c in a.index.calls_in(inner))]
             if not gated:
                 continue
@@ -103,8 +109,8 @@ def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
             own = [c for stmt in loop.body for c in a.index.calls_in(stmt)]
-            first_sched = next((c for c in own if method_call(c, "step") is not None
-                                and a.kinds.get(method_call(c, "step")) == "scheduler"), None)
+            first_sched = next((c for c in own if method_call(c, "step") is not None and not c.args
+                                and not c.keywords and a.is_scheduler(method_call(c, "step"))), None)
             if first_sched is None:
                 continue
             optimizer = _optimizer_of(a, method_call(first_sched, "step"))
