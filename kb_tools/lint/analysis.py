@@ -293,6 +293,7 @@ class Analysis:
         self.values = {}         # dotted name -> the expression it was last assigned (file order)
         self.history = {}        # dotted name -> [(end of the assignment, value, function holding it)], file order
         self.class_output = {}   # class name -> "softmax" | "log_softmax" | "sigmoid" | "raw" (what forward returns)
+        self.keyed_output = {}   # dict key -> what a forward returns under it (`return {"exist": probs}`), None if two disagree
         self.class_loss = {}     # class name -> loss kind, for the file's loss classes that wrap a torch loss
         self.model_output = {}   # dotted name -> what calling it returns, as above
         self.assigned = {}       # id(call) -> the dotted name its result is assigned to
@@ -339,6 +340,8 @@ class Analysis:
             return out if isinstance(out, str) else None   # a model returning a tuple: see element()
         if isinstance(expr, ast.Subscript):
             index = expr.slice
+            if isinstance(index, ast.Constant) and isinstance(index.value, str):   # output["exist"]
+                return self.keyed_output.get(index.value)
             if isinstance(expr.value, ast.Call) and isinstance(index, ast.Constant) and isinstance(index.value, int):
                 outs = self.model_output.get(dotted(expr.value.func) or "")
                 if isinstance(outs, tuple):   # logits, probs = model(x): the element the forward returns there
@@ -422,17 +425,23 @@ class Analysis:
     @cached_property
     def function_loss(self) -> dict:
         """id(function) -> loss kind, for the file's functions and methods that return a torch loss of
-        their first argument (`def auxiliary_loss(self, y_hat, y): return F.cross_entropy(y_hat, y)`)."""
+        their first argument (`def auxiliary_loss(self, y_hat, y): return F.cross_entropy(y_hat, y)`), or
+        compute one of it and return a value (`per_item = F.binary_cross_entropy_with_logits(logits, y,
+        reduction="none"); return per_item.mean()`)."""
         out = {}
         for fn in self.index.of(ast.FunctionDef):
             params = [p.arg for p in fn.args.args]
             if params and params[0] in ("self", "cls"):
                 params = params[1:]
-            for ret in self.returns(fn) if params else []:
-                call = ret.value
-                name = self.imp.canon(call.func) if isinstance(call, ast.Call) else None
+            returns = self.returns(fn) if params else []
+            if not any(ret.value is not None for ret in returns):
+                continue
+            returned = [ret.value for ret in returns if isinstance(ret.value, ast.Call)]
+            for call in returned + [c for c in self.index.calls_in(fn) if c not in returned]:
+                name = self.imp.canon(call.func)
                 if name and torch_loss(name) and call.args and dotted(unchain(call.args[0], SAME_VALUES)) == params[0]:
                     out[id(fn)] = LOSS_KINDS.get(name, "other")
+                    break
         return out
 
     def kind_of(self, value) -> str | None:
@@ -568,6 +577,15 @@ class Analysis:
             local = {dotted(t): node.value for node in assigns if within(forward, node)   # source order: the last wins
                      and node.lineno < returns[0].lineno for t in node.targets if dotted(t)}
             self.class_output[cls.name] = self._returned(returns[0].value, local, attrs)
+            returned = returns[0].value
+            if isinstance(returned, ast.Name) and isinstance(local.get(returned.id), ast.Dict):
+                returned = local[returned.id]
+            if isinstance(returned, ast.Dict):   # return {"seg": seg, "exist": torch.sigmoid(h)}
+                for key, value in zip(returned.keys, returned.values):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        out = self._returned(value, local, attrs, 1)
+                        seen = self.keyed_output.get(key.value, out)
+                        self.keyed_output[key.value] = out if seen == out else None
 
     def _loss_wrapper(self, cls, forward):
         """A loss class of the file (a focal loss, a weighted BCE) whose forward hands its first input
@@ -587,8 +605,14 @@ class Analysis:
             return None
         if isinstance(expr, ast.Tuple) and depth == 0:
             return tuple(self._returned(e, local, attrs, 1) for e in expr.elts)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_VALUES \
+                and self.imp.canon(expr.func) is None:
+            return self._returned(expr.func.value, local, attrs, depth + 1)   # self.act(h).squeeze()
         if isinstance(expr, ast.Call):
-            return self._function_activation(expr) or self._module_output(attrs.get(dotted(expr.func) or ""))
+            module = attrs.get(dotted(expr.func) or "")
+            built = self.built_model_output(module) if isinstance(module, ast.Call) else None
+            return self._function_activation(expr) or self._module_output(module) or (
+                built if isinstance(built, str) else None)   # self.head(x), head = a class of this file
         name = dotted(expr)
         if name in local and local[name] is not expr:
             return self._returned(local[name], local, attrs, depth + 1)
