@@ -839,9 +839,30 @@ class Analysis:
     def optimizer_owner(self, name: str) -> str | None:
         """The model whose parameters an optimizer was built on: `Adam(netD.parameters())` -> "netD"."""
         value = self.values.get(name)
-        if isinstance(value, ast.Call) and value.args:
-            return method_call(value.args[0], "parameters", "named_parameters")
-        return None
+        owners = self.parameter_owners(value) if isinstance(value, ast.Call) else []
+        return owners[0] if owners else None
+
+    def parameter_owners(self, optimizer_call) -> list:
+        """The models whose parameters an optimizer call is given, in order: `Adam(model.parameters())`,
+        and through `filter(...)`, `list(...)`, comprehensions, param-group dicts and the names they are
+        bound to (`groups = [{"params": [p for n, p in model.named_parameters() if ...]}]; AdamW(groups)`)."""
+        if not isinstance(optimizer_call, ast.Call):
+            return []
+        given = optimizer_call.args[0] if optimizer_call.args else keyword(optimizer_call, "params")
+        owners: list = []
+        pending, seen = [given], set()
+        while pending and len(seen) < 16:
+            expr = pending.pop(0)
+            if expr is None or id(expr) in seen:
+                continue
+            seen.add(id(expr))
+            for node in ast.walk(expr):
+                owner = method_call(node, "parameters", "named_parameters") if isinstance(node, ast.Call) else None
+                if owner and owner not in owners:
+                    owners.append(owner)
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    pending.append(self.value_at(node.id, node))
+        return owners
 
     def _arguments(self):
         """A parameter of a function of this file takes what its callers pass: when every call seen

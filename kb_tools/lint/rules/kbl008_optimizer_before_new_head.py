@@ -1,6 +1,10 @@
 """What it finds: after an optimizer was built over a model's `parameters()`, and with no optimizer
 built again after it: a module (an `nn.` layer) assigned as an attribute of the model, a new model
-assigned to the same name, or `resize_token_embeddings()` called on it.
+assigned to the same name, or `resize_token_embeddings()` or `add_adapter()` called on it. The
+optimizer's parameters are followed through `filter()`, `list()`, comprehensions and param-group
+dicts (`AdamW(groups)` over `model.named_parameters()`). Also a loss class of the file (named ...Loss
+or ...Criterion) that owns weights (an `nn.Parameter`, a classifier layer) in a file whose every
+optimizer is visibly built on other models' parameters and where nothing asks for the loss's own.
 
 Why it hurts training: the optimizer holds the parameter list it was given; the new head's
 parameters are not in it, so they get gradients but never change, and the model learns nothing
@@ -19,11 +23,13 @@ import ast
 from kb_tools.lint.analysis import dotted, method_call, torch_loss
 
 CODE, NAME, ENTRY = "KBL008", "optimizer-before-new-head", "params-not-in-optimizer"
-MESSAGE = ("{how} {model} after its optimizer was built: the new parameters are not in the "
-           "optimizer and never train")
+MESSAGE = "{what}"
+AFTER = "{how} {model} after its optimizer was built: the new parameters are not in the optimizer and never train"
+LOSS_WEIGHTS = ("the loss module {model} has its own weights ({weights}) but no optimizer is given its parameters: "
+                "they get gradients and never change")
 
 
-REPLACERS = {"resize_token_embeddings"}   # methods that swap a model's parameters for new tensors
+REPLACERS = {"resize_token_embeddings", "add_adapter"}   # methods that add to or swap a model's parameters
 
 
 def _built_before(a, optimizers, owner: str, node) -> bool:
@@ -45,13 +51,58 @@ def _new_model(a, value, name: str) -> bool:
     return isinstance(value.func, ast.Name) and value.func.id in a.class_output
 
 
+WEIGHTLESS = ("ReLU", "LeakyReLU", "GELU", "SiLU", "ELU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout",
+              "Identity", "Flatten", "Unflatten", "MaxPool", "AvgPool", "AdaptiveAvgPool", "AdaptiveMaxPool",
+              "Upsample", "PixelShuffle", "ModuleList", "ModuleDict", "Sequential", "Softplus", "Hardtanh")
+
+
+def _own_weights(a, cls) -> list:
+    """The attributes a loss class's __init__ gives learnable weights: `self.s = nn.Parameter(...)`,
+    `self.fc = nn.Linear(...)` (not activations, pooling, containers or torch losses)."""
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None)
+    out = []
+    for node in ast.walk(init) if init is not None else []:
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        name = a.imp.canon(node.value.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if name == "torch.nn.Parameter" or (name.startswith("torch.nn.") and last[:1].isupper() and not torch_loss(name)
+                                           and not any(last.startswith(w) for w in WEIGHTLESS)):
+            out += [dotted(t) for t in node.targets if (dotted(t) or "").startswith("self.")]
+    return out
+
+
+def _loss_weights_never_given(a, emit):
+    """A loss class of the file (named ...Loss or ...Criterion, an nn.Module) that owns weights, built
+    in a file whose every optimizer is visibly given other models' parameters, while nothing asks for
+    the loss's parameters(): its classifier or learnt loss weights get gradients and never change."""
+    optimizers = [c for c in a.index.calls if a.kind_of(c) == "optimizer"]
+    owners = [a.parameter_owners(c) for c in optimizers]
+    if not optimizers or not all(owners) or any(o == "self" or o.startswith("self.") for os_ in owners for o in os_):
+        return
+    asked = {method_call(c, "parameters", "named_parameters") for c in a.index.calls} - {None, ""}
+    if any(method_call(c, "add_param_group") for c in a.index.calls):
+        return
+    for cls in a.index.of(ast.ClassDef):
+        lowered = cls.name.lower()
+        if not (lowered.endswith("loss") or "criterion" in lowered) or not any(
+                (a.imp.canon(b) or dotted(b) or "").endswith("Module") for b in cls.bases):
+            continue
+        weights = _own_weights(a, cls)
+        built = [c for c in a.index.calls if isinstance(c.func, ast.Name) and c.func.id == cls.name]
+        holders = {a.assigned.get(id(c)) for c in built} - {None, ""}
+        if weights and built and not any(h in asked or h.rsplit(".", 1)[-1] in {x.rsplit(".", 1)[-1] for x in asked}
+                                         for h in holders):
+            emit(built[0], CODE, what=LOSS_WEIGHTS.format(model=cls.name, weights=", ".join(weights[:3])))
+
+
 def check(a, emit):
+    _loss_weights_never_given(a, emit)
     optimizers = []
     for node in sorted(a.index.of(ast.Assign), key=lambda n: n.lineno):
         value = node.value
-        if isinstance(value, ast.Call) and a.kind_of(value) == "optimizer" and value.args:
-            owner = method_call(value.args[0], "parameters")
-            if owner:
+        if isinstance(value, ast.Call) and a.kind_of(value) == "optimizer":
+            for owner in a.parameter_owners(value):
                 optimizers.append((owner, node.lineno, a.enclosing(value)))
     for node in sorted(a.index.of(ast.Assign), key=lambda n: n.lineno):
         value = node.value
@@ -62,9 +113,10 @@ def check(a, emit):
                 vname = a.imp.canon(value.func) or ""
                 if owner and vname.startswith("torch.nn.") and vname.split(".")[-1][:1].isupper() \
                         and _built_before(a, optimizers, owner, node):
-                    emit(node, CODE, model=owner, how="a new module is attached to")
+                    emit(node, CODE, what=AFTER.format(model=owner, how="a new module is attached to"))
             elif name and _new_model(a, value, name) and _built_before(a, optimizers, name, node):
-                emit(node, CODE, model=name, how="a new model is assigned to")   # the optimizer keeps the old one's
+                # the optimizer keeps the old model's parameters
+                emit(node, CODE, what=AFTER.format(model=name, how="a new model is assigned to"))
     built = [n for n in a.index.of(ast.Assign) if isinstance(n.value, ast.Call) and a.kind_of(n.value) == "optimizer"]
     for call in a.index.calls:
         owner = method_call(call, *REPLACERS)
@@ -74,4 +126,4 @@ def check(a, emit):
         before = [n for n in built if a.enclosing(n.value) is here and n.lineno < call.lineno]
         after = [n for n in built if a.enclosing(n.value) is here and n.lineno > call.lineno]
         if before and not after:
-            emit(call, CODE, model=owner, how=f"{call.func.attr}() replaces parameters of")
+            emit(call, CODE, what=AFTER.format(model=owner, how=f"{call.func.attr}() adds or replaces parameters of"))
