@@ -1,5 +1,7 @@
 """What it finds: a model whose parameters are cast to float16 (`.half()`, `.to(torch.float16)`)
-and trained with an Adam-family optimizer, in a file with no autocast; or, in such a file, any
+and trained with an Adam-family optimizer (its parameters followed through `filter()`, lists and
+param groups; the class also through a name it is bound to, `opt_cls = optim.Adam`), in a file
+with no autocast; or, in such a file, any
 Adam-family optimizer when the file makes float16 the default for new tensors
 (`torch.set_default_dtype(torch.float16)`, `torch.set_default_tensor_type(torch.HalfTensor)`).
 
@@ -38,7 +40,16 @@ def _half_by_default(a, call) -> bool:
 def check(a, emit):
     def to_fp16(c):
         return (method_call(c, "half") is not None and not c.args) or (method_call(c, "to") is not None and any(
-            a.imp.canon(arg) == "torch.float16" for arg in list(c.args) + [k.value for k in c.keywords]))
+            a.imp.canon(arg) in ("torch.float16", "torch.half") for arg in list(c.args) + [k.value for k in c.keywords]))
+
+    def adam_family(c) -> str | None:
+        """The Adam-family class a call builds: `torch.optim.Adam(...)`, or `opt_cls(...)` after
+        `opt_cls = optim.Adam` (any assignment of the name in the file)."""
+        name = a.imp.canon(c.func)
+        if name in ADAM:
+            return name
+        held = [a.imp.canon(v) for _, v, _ in a.history.get(dotted(c.func) or "", [])]
+        return next((h for h in held if h in ADAM), None)
     calls = a.index.calls
     casted = {method_call(c, "half", "to") for c in calls if to_fp16(c)} - {""}
     for node in a.index.of(ast.Assign):   # model = Net().cuda().half(): the name bound to the cast result
@@ -48,8 +59,8 @@ def check(a, emit):
     if not (casted or half_default) or any((a.imp.canon(c.func) or "").endswith("autocast") for c in calls):
         return
     for c in calls:
-        name = a.imp.canon(c.func)
-        if name in ADAM and c.args and method_call(c.args[0], "parameters") in casted:
+        name = adam_family(c)
+        if name and set(a.parameter_owners(c)) & casted:
             emit(c, CODE, opt=name.rsplit(".", 1)[-1], how="cast to float16")
-        elif name in ADAM and c.args and half_default:
+        elif name and c.args and half_default:
             emit(c, CODE, opt=name.rsplit(".", 1)[-1], how="float16 by default (the file sets the default dtype)")
