@@ -1,7 +1,8 @@
 """What it finds: an optimizer constructed (and assigned) inside a training loop, one that is not
 nested in another loop and calls `backward()`; or a training function of the file that builds its own
-optimizer over the parameters of a model it is given, called in a loop with the same model each
-time (`for epoch in ...: train(model, loader)`) and not handed that optimizer.
+optimizer over the parameters of a model it is given, reads from the module or holds on `self`,
+called in a loop with the same model each time (`for epoch in ...: train(model, loader)`,
+`self.train_epoch()`) and not handed that optimizer.
 
 Why it hurts training: a new optimizer starts with empty state: momentum and Adam's moments
 restart every iteration, and the first Adam steps are the bias-corrected, full-size ones, so
@@ -53,16 +54,29 @@ def _rebuilt_per_call(a, loop, call) -> list:
     if not owner.trains(fn):
         return []
     given = a.bound_arguments(call, fn)
+    params = {p.arg for p in fn.args.args + fn.args.kwonlyargs}
     out = []
     for c in owner.index.calls_in(fn):
-        if owner.kind_of(c) != "optimizer" or id(c) not in owner.assigned or not c.args:
+        if owner.kind_of(c) != "optimizer" or id(c) not in owner.assigned:
             continue
-        params = c.args[0]   # model.parameters(), model.net.parameters()
-        root = dotted(params.func.value) if isinstance(params, ast.Call) and isinstance(params.func, ast.Attribute) else None
-        model = given.get((root or "").split(".")[0])
-        if not isinstance(model, ast.Name) or a.assigned_within(model.id, loop):
-            continue   # a new model per iteration (cross-validation folds, trials) gets a new optimizer
         if owner.assigned[id(c)] in given:
             continue   # the caller hands its own optimizer in: the one built here is only a default
-        out.append(c)
+        if any(_same_model_each_call(a, owner, fn, loop, call, given, params, root) for root in owner.parameter_owners(c)):
+            out.append(c)
     return out
+
+
+def _same_model_each_call(a, owner, fn, loop, call, given, params, root: str) -> bool:
+    """Whether the model an optimizer built in `fn` is given (`root`, as `fn` names it) is the same
+    object on every call from `loop`: an argument the loop passes under a name it never assigns, the
+    object the method is called on (`self.model` in `self.train_epoch()`), or a module-level model
+    the function reads. A new model per iteration (cross-validation folds, trials) is left alone."""
+    base = root.split(".")[0]
+    if base in given:
+        model = given[base]
+        return isinstance(model, ast.Name) and not a.assigned_within(model.id, loop)
+    if base == "self":
+        receiver = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        return receiver is not None and not a.assigned_within(receiver.split(".")[0], loop) \
+            and not owner.assigned_within(root, fn)
+    return base not in params and not owner.assigned_within(base, fn) and not a.assigned_within(base, loop)
