@@ -1,4 +1,5 @@
-"""What it finds: `next(iter(loader))` inside a training loop (one that calls `backward()`).
+"""What it finds: `next(iter(loader))` inside a training loop (one that calls `backward()`, itself
+or through a function of the file it calls, such as `self.train_step(x, cond)`).
 
 Why it hurts training: each `iter(loader)` starts a new pass over the loader, so every step takes
 the first batch of a fresh pass: without shuffling it is the same batch every step, and the
@@ -15,7 +16,6 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import BACKWARD, method_call
 
 CODE, NAME, ENTRY = "KBL013", "next-iter-in-loop", "same-batch-every-step"
 MESSAGE = ("next(iter(loader)) inside the loop starts a new pass over the loader every step: without shuffling "
@@ -25,10 +25,9 @@ MESSAGE = ("next(iter(loader)) inside the loop starts a new pass over the loader
 def check(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
-            calls = a.index.calls_in(loop)
-            if not any(method_call(c, *BACKWARD) is not None for c in calls):
+            if not a.trains(loop):   # backward() here or in a function the loop calls (self.train_step(x))
                 continue
-            for c in calls:
+            for c in a.index.calls_in(loop):
                 if isinstance(c.func, ast.Name) and c.func.id == "next" and c.args and \
                         isinstance(c.args[0], ast.Call) and isinstance(c.args[0].func, ast.Name) \
                         and c.args[0].func.id == "iter":
