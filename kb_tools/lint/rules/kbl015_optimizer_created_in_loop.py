@@ -1,5 +1,8 @@
 """What it finds: an optimizer constructed (and assigned) inside a training loop, one that is not
-nested in another loop and calls `backward()`; or a training function of the file that builds its own
+nested in another loop and calls `backward()`, itself or through the function it hands the new
+optimizer to (`for epoch ...: opt = Adam(...); train(model, opt, loader)`), unless each pass
+trains a fresh model (the model rebuilt or re-initialised in the loop, or a loop over runs, folds,
+trials or seeds); or a training function of the file that builds its own
 optimizer over the parameters of a model it is given, reads from the module or holds on `self`,
 called in a loop with the same model each time (`for epoch in ...: train(model, loader)`,
 `self.train_epoch()`) and not handed that optimizer.
@@ -33,14 +36,33 @@ def check(a, emit):
             if id(loop) in scope.inner:
                 continue
             calls = a.index.calls_in(loop)
-            if any(method_call(c, *BACKWARD) is not None for c in calls):
-                for c in calls:
+            if a.trains(loop) and not _fresh_model_each_pass(a, loop, calls):
+                for c in calls:   # backward() here or in a function the loop calls with the new optimizer
                     if a.kind_of(c) == "optimizer" and id(c) in a.assigned:
                         emit(c, CODE)
+            if any(method_call(c, *BACKWARD) is not None for c in calls):
                 continue
             for call in calls:
                 for built in _rebuilt_per_call(a, loop, call):
                     emit(built, CODE)
+
+
+REPEATS = ("run", "fold", "trial", "seed", "rep", "repeat", "split", "exp", "experiment", "cv", "restart")
+
+
+def _fresh_model_each_pass(a, loop, calls) -> bool:
+    """Whether each pass of `loop` trains a fresh model, so a fresh optimizer is right: the model an
+    optimizer built here is given is assigned in the loop or re-initialised (`reset_parameters()`),
+    or the loop counts runs, folds, trials or seeds (`for run in range(args.runs):`)."""
+    target = {n.id.lower() for n in ast.walk(loop.target) if isinstance(n, ast.Name)} if isinstance(loop, ast.For) else set()
+    if any(t == w or t.startswith(w + "_") or t.endswith("_" + w) for t in target for w in REPEATS):
+        return True
+    for c in calls:
+        owners = a.parameter_owners(c) if a.kind_of(c) == "optimizer" else []
+        if owners and all(a.assigned_within(o.split(".")[0], loop) or any(
+                method_call(r, "reset_parameters", "init_weights", "apply") == o for r in calls) for o in owners):
+            return True
+    return False
 
 
 def _rebuilt_per_call(a, loop, call) -> list:
