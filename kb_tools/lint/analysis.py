@@ -902,6 +902,29 @@ class Analysis:
         bound = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg in params]
         return {name: arg for name, arg in bound if not isinstance(arg, ast.Starred)}
 
+    def cli_default(self, expr):
+        """The default of the command-line option `expr` reads (`args.shuffle`, `cfg.use_ema`) when the
+        file declares it with add_argument: its `default=` constant, False for a bare store_true, True
+        for a bare store_false; None when the option is not declared here or its default is not a constant."""
+        if not isinstance(expr, ast.Attribute):
+            return None
+        for call in self.index.calls:
+            if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument" and call.args):
+                continue
+            flags = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            dest = keyword(call, "dest")
+            names = {dest.value} if isinstance(dest, ast.Constant) else {
+                f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")}
+            if expr.attr not in names:
+                continue
+            default, action = keyword(call, "default"), keyword(call, "action")
+            if isinstance(default, ast.Constant):
+                return default
+            if default is None and isinstance(action, ast.Constant) and action.value in ("store_true", "store_false"):
+                return ast.Constant(action.value == "store_false")
+            return None
+        return None
+
     def assigned_within(self, name: str, node) -> bool:
         """Whether an assignment to `name` (or a loop binding it) ends inside `node`."""
         start, end = (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset)

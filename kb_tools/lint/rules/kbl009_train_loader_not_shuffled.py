@@ -1,12 +1,20 @@
 """What it finds: a training DataLoader (bound to a name with "train" in it, returned by a function
 so named, such as Lightning's `train_dataloader()`, or iterated by a loop that trains) without a
 sampler, that has `shuffle=False`, or no `shuffle` at all (the default is False) over a map-style
-dataset; a dataset that is visibly iterable (an IterableDataset, a stream) is left alone. Keyword
+dataset; a dataset that is visibly iterable (an IterableDataset, a stream) or built with its own
+`shuffle=` option is left alone. Keyword
 arguments spread from a dict (`DataLoader(ds, **params)`) are read when the dict is a literal of
 the file, directly, through a name, or through the parameter of a function whose every caller in
 the file passes one; a spread that cannot be read keeps the rule silent. A class-folder dataset
 whose labels every loop over it discards (`for x, _ in loader`) is read for its images only and
 is left alone.
+
+The code is followed as written: `shuffle=args.shuffle` is False when the file's argparse option
+defaults to False; a `sampler=` that is None on some path (a conditional with a None branch, a
+name set to None before a branch that may replace it, a builder's parameter defaulting to None
+that no caller sets) leaves that path with no sampler; the loader class may be held in a name or
+be the file's own DataLoader subclass; a loader a builder returns takes the names its callers bind it to;
+and a loader handed to a parameter named like `train_loader` (a trainer's `__init__`) trains.
 
 Why it hurts training: every epoch sees the samples in the same order; sorted by class, each
 batch holds one class, the model chases the latest class and BatchNorm statistics swing, so
@@ -84,19 +92,77 @@ def training_loaders(a) -> list:
                     trained_over.add(dotted(it))
     for call in a.index.calls:   # fit(train_dataloaders=loader), train(train_loader=loader)
         trained_over.update(dotted(k.value) for k in call.keywords if k.arg and "train" in k.arg.lower() and dotted(k.value))
+        fn = _called(a, call)   # Trainer(cfg, loader) whose __init__ names that parameter train_loader
+        if fn is not None:
+            trained_over.update(dotted(arg) for param, arg in a.bound_arguments(call, fn).items()
+                                if "train" in param.lower() and "load" in param.lower() and dotted(arg))
     out = []
     returned_as = _returned_names(a)
     for call in a.index.calls:
-        if (a.imp.canon(call.func) or "") not in LOADERS:
+        if not _is_loader_class(a, call.func):
             continue   # a DataLoader built here (a factory of the file is judged where it builds one)
         name = a.assigned.get(id(call)) or ""
         fn = a.enclosing(call)
         returned = fn is not None and "train" in fn.name.lower() and any(
             r.value is call or dotted(r.value) == name for r in a.returns(fn))
         names = {name} | returned_as.get((id(fn), name), set())
+        if fn is not None and any(r.value is call or (name and dotted(r.value) == name) for r in a.returns(fn)):
+            names |= {a.assigned.get(id(c)) or "" for c in a.index.calls if _called(a, c) is fn}   # loader = make(cfg)
         if any("train" in n.lower() for n in names) or names & trained_over or returned:
             out.append(call)
     return out
+
+
+def _called(a, call):
+    """The function of the file a call runs, a class's `__init__` for `Trainer(cfg, loader)`."""
+    fn = a.callee(call)
+    if fn is None and isinstance(call.func, ast.Name) and call.func.id in a._definitions.classes:
+        fn = a._method(call.func.id, "__init__")
+    return fn
+
+
+def _none_on_some_path(a, call, expr, depth: int = 0) -> bool:
+    """Whether `expr` is None on some path to the loader: `sampler=None`, a conditional with a None
+    branch, a local name assigned None before it (`inner = None; if rank != -1: inner = ...`), or an
+    unset parameter (_unset_parameter)."""
+    if isinstance(expr, ast.Constant) and expr.value is None:
+        return True
+    if isinstance(expr, ast.IfExp):
+        return any(isinstance(b, ast.Constant) and b.value is None for b in (expr.body, expr.orelse))
+    fn = a.enclosing(call)
+    if isinstance(expr, ast.Name) and fn is not None and depth < 4:
+        seen = [v for end, v, holder in a.history.get(expr.id, []) if holder is fn and end <= (call.lineno, call.col_offset)]
+        if any(_none_on_some_path(a, call, v, depth + 1) for v in seen if v is not expr):
+            return True
+    return _unset_parameter(a, call, expr)
+
+
+def _is_loader_class(a, func, depth: int = 0) -> bool:
+    """A DataLoader class: torch's, a class of the file built on it, or a name bound to either
+    (`loader_cls = Persistent if workers else DataLoader`)."""
+    if (a.imp.canon(func) or "") in LOADERS:
+        return True
+    cls = next((c for c in a.index.of(ast.ClassDef) if isinstance(func, ast.Name) and c.name == func.id), None)
+    if cls is not None:
+        return any((a.imp.canon(b) or dotted(b) or "").endswith("DataLoader") for b in cls.bases)
+    held = [v for _, v, _ in a.history.get(dotted(func) or "", [])] if depth < 3 else []
+    sides = [s for v in held for s in ((v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,))]
+    return bool(sides) and all(_is_loader_class(a, side, depth + 1) for side in sides)
+
+
+def _unset_parameter(a, call, expr) -> bool:
+    """Whether `expr` is a parameter of the function building the loader that defaults to None and that
+    no caller in the file passes (`def make_loader(cfg, sampler=None): DataLoader(..., sampler=sampler)`)."""
+    fn = a.enclosing(call)
+    if fn is None or not isinstance(expr, ast.Name):
+        return False
+    args = fn.args.args
+    defaults = dict(zip([p.arg for p in args][len(args) - len(fn.args.defaults):], fn.args.defaults))
+    default = defaults.get(expr.id)
+    if not (isinstance(default, ast.Constant) and default.value is None) or a.assigned_within(expr.id, fn):
+        return False
+    callers = [c for c in a.index.calls if _called(a, c) is fn]
+    return not any(expr.id in a.bound_arguments(c, fn) for c in callers)
 
 
 def _mutated(a, name: str) -> bool:
@@ -172,13 +238,25 @@ def labels_discarded(a, call) -> bool:
         isinstance(e, ast.Name) and e.id.startswith("_") for e in t.elts[1:]) for t in loops)
 
 
+def _dataset_orders_itself(a, expr) -> bool:
+    """Whether the dataset is built with an order option of its own (`MelDataset(..., shuffle=...)`):
+    it decides its order, which the loader's flags do not show."""
+    value = a.values.get(dotted(expr) or "", expr)
+    return isinstance(value, ast.Call) and any(k.arg in ("shuffle", "shuffle_data") for k in value.keywords)
+
+
 def check(a, emit):
     for call in training_loaders(a):
-        if keyword(call, "sampler") is not None or keyword(call, "batch_sampler") is not None:
+        if call.args and _dataset_orders_itself(a, call.args[0]):
+            continue
+        if any(keyword(call, k) is not None and not _none_on_some_path(a, call, keyword(call, k))
+               for k in ("sampler", "batch_sampler")):
             continue
         shuffle = keyword(call, "shuffle")
         if is_false(shuffle):
             emit(call, CODE, how="has shuffle=False")
+        elif is_false(a.cli_default(shuffle)):
+            emit(call, CODE, how=f"has shuffle={ast.unparse(shuffle)} (its command-line option defaults to False)")
         elif shuffle is None and len(call.args) < 3 and call.args and not iterable(a, call.args[0]) \
                 and (not any(k.arg is None for k in call.keywords) or _spread_without_order(a, call)):
             folder = class_folder(a, call.args[0])
