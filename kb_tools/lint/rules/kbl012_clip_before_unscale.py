@@ -1,5 +1,6 @@
 """What it finds: `clip_grad_norm_` / `clip_grad_value_` after a `scaler.scale(loss).backward()` in
-the same block (an `if args.clip > 0:` around the clip included), with no
+the same block (an `if args.clip > 0:` around the clip included, and the calls of a function of
+the file the block calls, such as `if self.check_gradients(loss):`), with no
 `scaler.unscale_(optimizer)` between them.
 
 Why it hurts training: under a GradScaler the gradients are still multiplied by the loss scale
@@ -49,12 +50,17 @@ def check(a, emit):
     holders = [a.tree] + a.index.of(*HOLDERS)
     for block in (getattr(n, f) for n in holders for f in ("body", "orelse") if isinstance(getattr(n, f, None), list)):
         scaled = False
-        for c in straight_calls(a, block):
+        calls = []
+        for c in straight_calls(a, block):   # a guard method the block calls (`if self.check_gradients(loss):`)
+            fn = a.callee(c)
+            calls += [c] + (a.owner_of(fn).run_calls(fn) if fn is not None else [])
+        for c in calls:
             if method_call(c, *BACKWARD) is not None and isinstance(c.func.value, ast.Call) \
                     and method_call(c.func.value, "scale") is not None:
                 scaled = True
-            elif method_call(c, "unscale_") is not None:
-                scaled = False
+            elif method_call(c, "unscale_") is not None or method_call(c, *BACKWARD) is not None \
+                    or (method_call(c, "step") is not None and c.args):
+                scaled = False   # unscaled, or a backward() without the scaler, or scaler.step(opt) done
             elif scaled:
                 name = a.imp.canon(c.func) or (c.func.attr if isinstance(c.func, ast.Attribute) else
                                                c.func.id if isinstance(c.func, ast.Name) else "")
