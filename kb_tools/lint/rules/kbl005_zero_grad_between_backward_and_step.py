@@ -1,6 +1,8 @@
 """What it finds: `zero_grad()` called after `backward()` and before the optimizer's `step()` in the
 same block of a loop; or, in a loop that accumulates gradients (the step under `if (i + 1) % N == 0`),
-a `zero_grad()` that runs on every micro-batch, wiping the gradients the earlier ones left.
+a `zero_grad()` that runs on every micro-batch, wiping the gradients the earlier ones left; or,
+inside accelerate's `with accelerator.accumulate(model):`, a `zero_grad()` on the model (or anything
+but an optimizer), which accelerate does not hold back until the accumulation boundary.
 
 Why it hurts training: the step then sees all-zero gradients, so the weights never move (or move
 only by weight decay): the loss stays flat whatever the learning rate.
@@ -20,7 +22,25 @@ import ast
 from kb_tools.lint.analysis import BACKWARD, method_call, unchain, within
 
 CODE, NAME, ENTRY = "KBL005", "zero-grad-between-backward-and-step", "optimizer-step-order"
-MESSAGE = "zero_grad() between backward() and step() wipes the gradients: step() then moves nothing"
+MESSAGE = "{what}"
+BETWEEN = "zero_grad() between backward() and step() wipes the gradients: step() then moves nothing"
+UNDER_ACCUMULATE = ("{model}.zero_grad() inside accelerator.accumulate() runs on every micro-batch (only the "
+                    "prepared optimizer's zero_grad() waits for the boundary): it wipes what the earlier "
+                    "micro-batches accumulated; call optimizer.zero_grad()")
+
+
+def _model_zeroed_under_accumulate(a, emit):
+    """`with accelerator.accumulate(model):` around a `model.zero_grad()` (or any zero_grad() whose
+    receiver is not an optimizer): accelerate skips the prepared optimizer's step() and zero_grad()
+    between boundaries, but not the model's, so each micro-batch clears the ones before it."""
+    for block in a.index.of(ast.With, ast.AsyncWith):
+        if not any(isinstance(item.context_expr, ast.Call) and method_call(item.context_expr, "accumulate")
+                   for item in block.items):
+            continue
+        for c in (c for stmt in block.body for c in a.index.calls_in(stmt)):
+            receiver = method_call(c, "zero_grad")
+            if receiver and a.kinds.get(receiver) != "optimizer" and "optim" not in receiver.lower():
+                emit(c, CODE, what=UNDER_ACCUMULATE.format(model=receiver))
 
 
 BLOCK_HOLDERS = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)
@@ -44,6 +64,7 @@ def _part_of_a_model(a, receiver: str) -> bool:
 
 
 def check(a, emit):
+    _model_zeroed_under_accumulate(a, emit)
     for scope in a.loop_scopes:
         for loop in scope.loops:
             for block in loop_blocks(a, loop):
@@ -57,7 +78,7 @@ def check(a, emit):
                         after = seq[seq.index(c) + 1:]   # the next backward or step decides
                         nxt = next((s for s in after if a.optimizer_step(s) or method_call(s, *BACKWARD) is not None), None)
                         if nxt is not None and a.optimizer_step(nxt):
-                            emit(c, CODE)
+                            emit(c, CODE, what=BETWEEN)
                         last_backward = None
                     elif a.optimizer_step(c):
                         last_backward = None
@@ -70,5 +91,5 @@ def check(a, emit):
                 for c in found[1]:
                     if method_call(c, "zero_grad") is not None and not any(within(n, c) for n in branches) \
                             and not any(n.lineno < c.lineno for n in skips):   # `if not boundary: continue` first
-                        emit(c, CODE)
+                        emit(c, CODE, what=BETWEEN)
                         break
