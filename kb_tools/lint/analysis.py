@@ -866,10 +866,14 @@ class Analysis:
 
     def _arguments(self):
         """A parameter of a function of this file takes what its callers pass: when every call seen
-        passes the same model, optimizer or loss (`train(model, optimizer)`), the parameter is that."""
+        passes the same model, optimizer or loss (`train(model, optimizer)`, or a class's `__init__`
+        through `Trainer(model, criterion, optimizer)`), the parameter is that."""
         passed = {}
+        classes = self._definitions.classes
         for call in self.index.calls:
             fn = self.callee(call)
+            if fn is None and isinstance(call.func, ast.Name) and call.func.id in classes:
+                fn = self._method(call.func.id, "__init__")   # Trainer(model, criterion, optimizer)
             if fn is None or call.func is None:
                 continue
             for name, arg in self.bound_arguments(call, fn).items():
