@@ -636,11 +636,38 @@ class Analysis:
             self.history.setdefault(name, []).append(
                 ((statement.end_lineno, statement.end_col_offset), value, self._enclosing_of(statement)))
         kind = self.kind_of(value)
+        output = self.built_model_output(value)
+        if kind is None and output is None:   # model = build_model(args): what the factory returns
+            kind, output = self._factory_result(value)
         if kind:
             self.kinds[name] = kind
-        output = self.built_model_output(value)
         if output is not None:
             self.model_output[name] = output
+
+    def _factory_result(self, value):
+        """(kind, model output) of what a function of the file returns, when `value` calls one and
+        every `return` of it builds the same kind (`def get_criterion(args): return
+        nn.CrossEntropyLoss(...)`) or the same model (`net = Net(n); return net.to(device)`)."""
+        call = unchain(value)
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+            return None, None
+        found = self._definitions.functions.get(call.func.id, [])
+        if len(found) != 1:
+            return None, None
+        fn = found[0]
+        built = []
+        for ret in self.returns(fn):
+            expr = unchain(ret.value)
+            name = dotted(expr)
+            if name is not None:
+                local = [v for _, v, holder in self.history.get(name, []) if holder is fn]
+                expr = unchain(local[-1]) if local else None
+            if not isinstance(expr, ast.Call) or expr is call:
+                return None, None
+            built.append((self.kind_of(expr), self.built_model_output(expr)))
+        if not built or len(set(k for k, _ in built)) != 1 or len({repr(o) for _, o in built}) != 1:
+            return None, None
+        return built[0]
 
     def built_model_output(self, value):
         """What a model built by `value` returns when called: a class of this file (`Net().to(device)`,
