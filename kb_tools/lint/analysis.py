@@ -649,12 +649,17 @@ class Analysis:
         every `return` of it builds the same kind (`def get_criterion(args): return
         nn.CrossEntropyLoss(...)`) or the same model (`net = Net(n); return net.to(device)`)."""
         call = unchain(value)
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+        if not isinstance(call, ast.Call):
             return None, None
-        found = self._definitions.functions.get(call.func.id, [])
-        if len(found) != 1:
+        if isinstance(call.func, ast.Name):
+            found = self._definitions.functions.get(call.func.id, [])
+            fn = found[0] if len(found) == 1 else None
+        elif isinstance(call.func, ast.Attribute) and dotted(call.func.value) == "self":
+            fn = self.callee(call)   # self.model = self.build_model()
+        else:
+            fn = None
+        if fn is None or id(fn) in self.foreign:
             return None, None
-        fn = found[0]
         built = []
         for ret in self.returns(fn):
             expr = unchain(ret.value)
