@@ -1,5 +1,5 @@
 """What it finds: a training loop (the epoch loop, or a batch loop that validates every N steps) that
-runs `.eval()`, itself or through the file's own functions and methods it calls (a `validate()`
+runs `.eval()` (or `.train(False)`), itself or through the file's own functions and methods it calls (a `validate()`
 method, a model's `val_start()`), while nothing it runs calls `.train()` again. An EMA copy, a
 teacher or a target network put in eval mode is not the model being trained and is left alone, and
 so is a function's parameter when the caller may pass such a copy (`test(test_model)` after
@@ -48,13 +48,26 @@ def _trained_elsewhere(a, receiver: str) -> bool:
         last not in {o.rsplit(".", 1)[-1].lower() for o in owners}
 
 
+def _switches_off(call) -> bool:
+    """`model.train(False)` / `model.train(mode=False)`: eval mode under another name."""
+    given = call.args[:1] or [k.value for k in call.keywords if k.arg == "mode"]
+    return bool(given) and isinstance(given[0], ast.Constant) and given[0].value is False
+
+
+def _to_eval(call) -> str | None:
+    """The receiver a call puts in eval mode: `model.eval()` or `model.train(False)`."""
+    if method_call(call, "eval") is not None and not call.args:
+        return method_call(call, "eval")
+    return method_call(call, "train") if method_call(call, "train") is not None and _switches_off(call) else None
+
+
 def _maybe_copy(a, where, evals) -> bool:
     """Whether the eval reached through the call `where` switches a parameter of the function it is
     in, and what `where` passes for it was, on some assignment, an EMA copy, a teacher or a target
     network: `test_model = ema_model.ema if ... else model` cannot prove the trained model is evaluated."""
     for inner in evals:
         fn = a.enclosing(inner)
-        receiver = method_call(inner, "eval")
+        receiver = _to_eval(inner)
         if fn is None or receiver is None or a.callee(where) is not fn:
             continue
         passed = a.bound_arguments(where, fn).get(receiver)
@@ -73,10 +86,9 @@ def check(a, emit):
             if not a.trains(loop):
                 continue
             calls = a.run_calls(loop)
-            if any(method_call(c, "train") is not None for c in calls):
+            if any(method_call(c, "train") is not None and not _switches_off(c) for c in calls):
                 continue
-            evals = [c for c in calls if method_call(c, "eval") is not None and not c.args
-                     and not _trained_elsewhere(a, method_call(c, "eval"))]
+            evals = [c for c in calls if _to_eval(c) and not _trained_elsewhere(a, _to_eval(c))]
             if not evals:
                 continue
             own = a.index.calls_in(loop)
@@ -87,6 +99,7 @@ def check(a, emit):
             if where not in evals and _maybe_copy(a, where, evals):
                 continue
             if where in evals:
-                emit(where, CODE, what=f"{method_call(where, 'eval') or 'the model'}.eval()")
+                how = "eval()" if method_call(where, "eval") else "train(False)"
+                emit(where, CODE, what=f"{_to_eval(where) or 'the model'}.{how}")
             else:
                 emit(where, CODE, what=f"{dotted(where.func) or 'a call'}()")
