@@ -168,6 +168,18 @@ def literal_dim(call, positional: int):
     return None
 
 
+def to_eval_mode(call) -> str | None:
+    """The receiver a call puts in eval mode: `model.eval()`, or `model.train(False)` /
+    `model.train(mode=False)` (eval mode under another name); None for any other call."""
+    if method_call(call, "eval") is not None and not call.args:
+        return method_call(call, "eval")
+    if method_call(call, "train") is not None:
+        arg = call.args[0] if call.args else keyword(call, "mode")
+        if isinstance(arg, ast.Constant) and arg.value is False:
+            return method_call(call, "train")
+    return None
+
+
 def keyword(call, name):
     return next((k.value for k in call.keywords if k.arg == name), None)
 

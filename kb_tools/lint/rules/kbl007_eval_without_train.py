@@ -27,7 +27,7 @@ Use instead:
 
 import ast
 
-from kb_tools.lint.analysis import dotted, method_call
+from kb_tools.lint.analysis import dotted, method_call, to_eval_mode
 
 CODE, NAME, ENTRY = "KBL007", "eval-without-train", "train-eval-mode"
 MESSAGE = ("{what} puts the model in eval mode inside the training loop and nothing calls .train() again: "
@@ -48,26 +48,13 @@ def _trained_elsewhere(a, receiver: str) -> bool:
         last not in {o.rsplit(".", 1)[-1].lower() for o in owners}
 
 
-def _switches_off(call) -> bool:
-    """`model.train(False)` / `model.train(mode=False)`: eval mode under another name."""
-    given = call.args[:1] or [k.value for k in call.keywords if k.arg == "mode"]
-    return bool(given) and isinstance(given[0], ast.Constant) and given[0].value is False
-
-
-def _to_eval(call) -> str | None:
-    """The receiver a call puts in eval mode: `model.eval()` or `model.train(False)`."""
-    if method_call(call, "eval") is not None and not call.args:
-        return method_call(call, "eval")
-    return method_call(call, "train") if method_call(call, "train") is not None and _switches_off(call) else None
-
-
 def _maybe_copy(a, where, evals) -> bool:
     """Whether the eval reached through the call `where` switches a parameter of the function it is
     in, and what `where` passes for it was, on some assignment, an EMA copy, a teacher or a target
     network: `test_model = ema_model.ema if ... else model` cannot prove the trained model is evaluated."""
     for inner in evals:
         fn = a.enclosing(inner)
-        receiver = _to_eval(inner)
+        receiver = to_eval_mode(inner)
         if fn is None or receiver is None or a.callee(where) is not fn:
             continue
         passed = a.bound_arguments(where, fn).get(receiver)
@@ -86,9 +73,9 @@ def check(a, emit):
             if not a.trains(loop):
                 continue
             calls = a.run_calls(loop)
-            if any(method_call(c, "train") is not None and not _switches_off(c) for c in calls):
+            if any(method_call(c, "train") is not None and to_eval_mode(c) is None for c in calls):
                 continue
-            evals = [c for c in calls if _to_eval(c) and not _trained_elsewhere(a, _to_eval(c))]
+            evals = [c for c in calls if to_eval_mode(c) and not _trained_elsewhere(a, to_eval_mode(c))]
             if not evals:
                 continue
             own = a.index.calls_in(loop)
@@ -100,6 +87,6 @@ def check(a, emit):
                 continue
             if where in evals:
                 how = "eval()" if method_call(where, "eval") else "train(False)"
-                emit(where, CODE, what=f"{_to_eval(where) or 'the model'}.{how}")
+                emit(where, CODE, what=f"{to_eval_mode(where) or 'the model'}.{how}")
             else:
                 emit(where, CODE, what=f"{dotted(where.func) or 'a call'}()")

@@ -23,23 +23,13 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import BACKWARD, dotted, method_call, within
+from kb_tools.lint.analysis import BACKWARD, dotted, method_call, to_eval_mode, within
 
 CODE, NAME, ENTRY = "KBL021", "evaluation-in-train-mode", "train-eval-mode"
 MESSAGE = ("{model}.train() is called in this file and nothing calls .eval(): this evaluation loop runs with "
            "dropout on and BatchNorm updating its running statistics")
 NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled"}
 EVAL_WORDS = ("val", "test", "eval", "dev_loader", "dev_dl")
-
-
-def _to_eval(c) -> bool:
-    """`.eval()`, or `.train(False)` / `.train(mode=False)`."""
-    if method_call(c, "eval") is not None and not c.args:
-        return True
-    if method_call(c, "train") is not None:
-        arg = c.args[0] if c.args else next((k.value for k in c.keywords if k.arg == "mode"), None)
-        return isinstance(arg, ast.Constant) and arg.value is False
-    return False
 
 
 def _evaluation_loops(a) -> list:
@@ -63,7 +53,7 @@ def _evaluation_loops(a) -> list:
 
 def check(a, emit):
     calls = a.index.calls
-    if any(_to_eval(c) for c in calls):
+    if any(to_eval_mode(c) for c in calls):
         return
     trained = [method_call(c, "train") for c in calls if method_call(c, "train") and not c.args and not c.keywords]
     if not trained:
