@@ -1,7 +1,9 @@
 """What it finds: a loss computed from a prediction that was visibly cut from the autograd graph:
 `.detach()`, `.data`, `.item()`, `.numpy()` or `.tolist()` on the way into the loss; or a loss term
 cut that way (or rebuilt with `torch.tensor(...)`) and then added into the loss that `backward()`
-is called on, so that term sends no gradient.
+is called on, so that term sends no gradient; or a loss whose requires_grad is set by hand
+(`loss.requires_grad = True`, which torch refuses on a tensor with a graph) or that is a new leaf
+(`torch.tensor(value, requires_grad=True)`): the graph was cut before it.
 
 Why it hurts training: the loss then has no path back to the parameters; `backward()` either
 raises ("element 0 of tensors does not require grad") or, where something else keeps a graph,
@@ -147,3 +149,23 @@ def check(a, emit):
                 emit(term, CODE, how=how)
             elif isinstance(term, ast.Name) and term.id in cut_names and cut_names[term.id][0].lineno < node.lineno:
                 emit(cut_names[term.id][0], CODE, how=cut_names[term.id][1])
+    _forced_leaf(a, emit, backpropagated)
+
+
+def _forced_leaf(a, emit, backpropagated):
+    """A tensor backward() is called on whose requires_grad is set by hand (`loss.requires_grad = True`,
+    which torch refuses on a tensor with a graph) or that is built as a new leaf (`torch.tensor(value,
+    requires_grad=True)`): the loss was already cut from the graph, and backward() now runs without
+    an error and reaches no parameter. (`loss.requires_grad_()` is left alone: on a loss with a graph
+    it is a no-op.)"""
+    for node in a.index.of(ast.Assign):
+        for t in node.targets:
+            if isinstance(t, ast.Attribute) and t.attr == "requires_grad" and dotted(t.value) in backpropagated \
+                    and isinstance(node.value, ast.Constant) and node.value.value is True:
+                emit(node, CODE, how=f"a tensor made a leaf by hand (`{dotted(t.value)}.requires_grad = True`)")
+        value = node.value
+        if isinstance(value, ast.Call) and (a.imp.canon(value.func) or "") in NEW_TENSORS and any(
+                k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in value.keywords) and any(dotted(t) in backpropagated for t in node.targets):
+            emit(node, CODE, how=f"a new leaf tensor (`{a.imp.canon(value.func).rsplit('.', 1)[-1]}(..., "
+                                 "requires_grad=True)`)")
