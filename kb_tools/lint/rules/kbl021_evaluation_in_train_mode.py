@@ -1,7 +1,9 @@
-"""What it finds: a file that puts a model in training mode (`.train()`) and never in evaluation mode
-(no `.eval()`, no `.train(False)` anywhere), with an evaluation loop that calls the model: a loop
-under or around a `torch.no_grad()` / `torch.inference_mode()` block that calls no `backward()`, or
-a loop over a loader named for validation or test. That evaluation runs in training mode.
+"""What it finds: a file that puts a model in training mode (`.train()`), or trains it with an
+optimizer while building BatchNorm or Dropout layers, and never in evaluation mode (no `.eval()`,
+no `.train(False)` anywhere), with an evaluation loop that calls the model: a loop under or around
+a `torch.no_grad()` / `torch.inference_mode()` block, over a loader named for validation or test,
+or in a function named for evaluation (`eval_net()`, `validate()`), that calls no `backward()`.
+That evaluation runs in training mode.
 
 Why it hurts training: in training mode dropout still drops units and BatchNorm normalises each
 evaluation batch with its own statistics and folds them into its running averages, so the
@@ -26,8 +28,13 @@ import ast
 from kb_tools.lint.analysis import BACKWARD, dotted, method_call, to_eval_mode, within
 
 CODE, NAME, ENTRY = "KBL021", "evaluation-in-train-mode", "train-eval-mode"
-MESSAGE = ("{model}.train() is called in this file and nothing calls .eval(): this evaluation loop runs with "
-           "dropout on and BatchNorm updating its running statistics")
+MESSAGE = "{what}"
+TRAIN_CALLED = ("{model}.train() is called in this file and nothing calls .eval(): this evaluation loop runs with "
+                "dropout on and BatchNorm updating its running statistics")
+NEVER_SWITCHED = ("{model} is trained here and nothing calls .eval() (the file builds {layers} layers): this "
+                  "evaluation loop runs in training mode, with dropout on and BatchNorm updating its running statistics")
+EVAL_FUNCTION_WORDS = ("eval", "valid", "test")
+STOCHASTIC = ("BatchNorm", "SyncBatchNorm", "InstanceNorm", "Dropout", "dropout")
 NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled"}
 EVAL_WORDS = ("val", "test", "eval", "dev_loader", "dev_dl")
 
@@ -46,7 +53,9 @@ def _evaluation_loops(a) -> list:
             continue
         words = (ast.unparse(loop.iter) or "").lower()
         over_eval = any(w in words for w in EVAL_WORDS)
-        if over_eval or any(within(g, loop) or within(loop, g) for g in guarded):
+        fn = a.enclosing(loop)
+        in_eval_function = fn is not None and any(w in fn.name.lower() for w in EVAL_FUNCTION_WORDS)
+        if over_eval or in_eval_function or any(within(g, loop) or within(loop, g) for g in guarded):
             out.append(loop)
     return out
 
@@ -56,6 +65,13 @@ def check(a, emit):
     if any(to_eval_mode(c) for c in calls):
         return
     trained = [method_call(c, "train") for c in calls if method_call(c, "train") and not c.args and not c.keywords]
+    layers = sorted({(a.imp.canon(c.func) or "").rsplit(".", 1)[-1] for c in calls
+                     if any(w in (a.imp.canon(c.func) or "").rsplit(".", 1)[-1] for w in STOCHASTIC)
+                     and (a.imp.canon(c.func) or "").startswith("torch.nn.")})
+    message = TRAIN_CALLED
+    if not trained and layers:   # never switched at all: the models the optimizers train, in a file with such layers
+        trained = [o for c in calls if a.kind_of(c) == "optimizer" for o in a.parameter_owners(c)]
+        message = NEVER_SWITCHED
     if not trained:
         return
     loops = _evaluation_loops(a)
@@ -65,5 +81,5 @@ def check(a, emit):
         for c in a.run_calls(loop))}
     for loop in loops:
         if id(loop) in calls_a_model and not any(within(other, loop) and other is not loop for other in loops):
-            emit(loop, CODE, model=trained[0])
+            emit(loop, CODE, what=message.format(model=trained[0], layers="/".join(layers[:2])))
             return
