@@ -96,6 +96,22 @@ def _zero_call(c) -> bool:
     return "zero_grad" in name or name in ZEROING_NAMES
 
 
+def _one_optimizer_per_pass(loop, steps) -> bool:
+    """Whether every step in the loop is on an optimizer picked by the loop's own variable
+    (`opts[k].step()`, `for opt in optimizers: opt.step()`): each pass steps a different optimizer,
+    so none of them accumulates across the passes."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or not steps:
+        return False
+    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+
+    def picked(call):
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if isinstance(receiver, ast.Subscript):
+            receiver = receiver.slice
+        return isinstance(receiver, ast.Name) and receiver.id in names
+    return all(within(loop, c) and picked(c) for c in steps)
+
+
 def _branch_unzeroed(a, loop):
     """A backward() in one branch of an `if`/`else` whose steps are never zeroed, when the loop zeroes
     only in the other branch (`if amp: zero_grad(); ... else: backward(); step()`). Returns that backward."""
@@ -125,6 +141,8 @@ def check(a, emit):
                 continue
             if any(inner is not loop and within(loop, inner) and _trains_and_steps(a, inner) for inner in scope.loops):
                 continue   # an inner loop holds the steps: judged on its own
+            if _one_optimizer_per_pass(loop, steps):
+                continue   # `for k, d in enumerate(discs): ... opts[k].step()`: each is stepped once per outer pass
             where = next((c for c in a.index.calls_in(loop) if c in backwards or (a.callee(c) is not None and any(
                 b in backwards for b in a.run_calls(c)))), backwards[0])
             if not a.zeroes(loop):
