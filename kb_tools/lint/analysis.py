@@ -335,8 +335,9 @@ class Analysis:
             canon = self.imp.canon(expr.func)
             if canon in ("torch.exp", "torch.log") and expr.args:   # exp(log_softmax) is a softmax, log(softmax) a log_softmax
                 inner = self.activation(expr.args[0], depth + 1)
-                turned = {("torch.exp", "log_softmax"): "softmax", ("torch.log", "softmax"): "log_softmax"}
-                return turned.get((canon, inner or ""))
+                turned = {("torch.exp", "log_softmax"): "softmax", ("torch.log", "softmax"): "log_softmax"}.get(
+                    (canon, inner or ""))
+                return Act(turned, getattr(inner, "node", None), getattr(inner, "dim", None)) if turned else None
             if canon in SAME_VALUE_FUNCTIONS and expr.args:
                 return self.activation(expr.args[0], depth + 1)       # torch.squeeze(probs)
             if canon is None and isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_VALUES:
