@@ -914,11 +914,8 @@ class Analysis:
         passes the same model, optimizer or loss (`train(model, optimizer)`, or a class's `__init__`
         through `Trainer(model, criterion, optimizer)`), the parameter is that."""
         passed = {}
-        classes = self._definitions.classes
         for call in self.index.calls:
-            fn = self.callee(call)
-            if fn is None and isinstance(call.func, ast.Name) and call.func.id in classes:
-                fn = self._method(call.func.id, "__init__")   # Trainer(model, criterion, optimizer)
+            fn = self.called_function(call)
             if fn is None or call.func is None:
                 continue
             for name, arg in self.bound_arguments(call, fn).items():
@@ -941,6 +938,14 @@ class Analysis:
                 if isinstance(default, ast.Call) and (id(fn), param.arg) not in passed and not assigned_here \
                         and param.arg not in self.kinds and self.kind_of(default):
                     self._bind(param.arg, default)
+
+    def called_function(self, call):
+        """The function of the file a call runs (`callee`), or a class's `__init__` for a constructor
+        call of a class of the file (`Trainer(model, criterion, optimizer)`)."""
+        fn = self.callee(call)
+        if fn is None and isinstance(call.func, ast.Name) and call.func.id in self._definitions.classes:
+            fn = self._method(call.func.id, "__init__")
+        return fn
 
     def bound_arguments(self, call, fn) -> dict:
         """Parameter name -> the expression `call` passes to it (positional or keyword; a method's

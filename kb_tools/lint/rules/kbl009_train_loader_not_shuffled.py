@@ -92,7 +92,7 @@ def training_loaders(a) -> list:
                     trained_over.add(dotted(it))
     for call in a.index.calls:   # fit(train_dataloaders=loader), train(train_loader=loader)
         trained_over.update(dotted(k.value) for k in call.keywords if k.arg and "train" in k.arg.lower() and dotted(k.value))
-        fn = _called(a, call)   # Trainer(cfg, loader) whose __init__ names that parameter train_loader
+        fn = a.called_function(call)   # Trainer(cfg, loader) whose __init__ names that parameter train_loader
         if fn is not None:
             trained_over.update(dotted(arg) for param, arg in a.bound_arguments(call, fn).items()
                                 if "train" in param.lower() and "load" in param.lower() and dotted(arg))
@@ -107,18 +107,10 @@ def training_loaders(a) -> list:
             r.value is call or dotted(r.value) == name for r in a.returns(fn))
         names = {name} | returned_as.get((id(fn), name), set())
         if fn is not None and any(r.value is call or (name and dotted(r.value) == name) for r in a.returns(fn)):
-            names |= {a.assigned.get(id(c)) or "" for c in a.index.calls if _called(a, c) is fn}   # loader = make(cfg)
+            names |= {a.assigned.get(id(c)) or "" for c in a.index.calls if a.called_function(c) is fn}   # loader = make(cfg)
         if any("train" in n.lower() for n in names) or names & trained_over or returned:
             out.append(call)
     return out
-
-
-def _called(a, call):
-    """The function of the file a call runs, a class's `__init__` for `Trainer(cfg, loader)`."""
-    fn = a.callee(call)
-    if fn is None and isinstance(call.func, ast.Name) and call.func.id in a._definitions.classes:
-        fn = a._method(call.func.id, "__init__")
-    return fn
 
 
 def _none_on_some_path(a, call, expr, depth: int = 0) -> bool:
@@ -161,7 +153,7 @@ def _unset_parameter(a, call, expr) -> bool:
     default = defaults.get(expr.id)
     if not (isinstance(default, ast.Constant) and default.value is None) or a.assigned_within(expr.id, fn):
         return False
-    callers = [c for c in a.index.calls if _called(a, c) is fn]
+    callers = [c for c in a.index.calls if a.called_function(c) is fn]
     return not any(expr.id in a.bound_arguments(c, fn) for c in callers)
 
 
