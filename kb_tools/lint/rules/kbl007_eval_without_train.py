@@ -1,7 +1,8 @@
 """What it finds: a training loop (the epoch loop, or a batch loop that validates every N steps) that
 runs `.eval()` (or `.train(False)`), itself or through the file's own functions and methods it calls (a `validate()`
 method, a model's `val_start()`), while nothing it runs calls `.train()` again. An EMA copy, a
-teacher or a target network put in eval mode is not the model being trained and is left alone, and
+teacher or a target network put in eval mode is not the model being trained and is left alone, as
+is a part frozen on purpose (`requires_grad_(False)` on it in the same loop), and
 so is a function's parameter when the caller may pass such a copy (`test(test_model)` after
 `test_model = ema.ema` on one branch): the rule cannot prove the trained model is the one switched.
 
@@ -75,7 +76,10 @@ def check(a, emit):
             calls = a.run_calls(loop)
             if any(method_call(c, "train") is not None and to_eval_mode(c) is None for c in calls):
                 continue
-            evals = [c for c in calls if to_eval_mode(c) and not _trained_elsewhere(a, to_eval_mode(c))]
+            frozen = {method_call(c, "requires_grad_") for c in calls if method_call(c, "requires_grad_")
+                      and c.args and isinstance(c.args[0], ast.Constant) and c.args[0].value is False}
+            evals = [c for c in calls if to_eval_mode(c) is not None and to_eval_mode(c) not in frozen
+                     and not _trained_elsewhere(a, to_eval_mode(c) or "")]   # `m.requires_grad_(False)`: frozen
             if not evals:
                 continue
             own = a.index.calls_in(loop)

@@ -1,8 +1,8 @@
 """What it finds: a training DataLoader (bound to a name with "train" in it, returned by a function
 so named, such as Lightning's `train_dataloader()`, or iterated by a loop that trains) without a
 sampler, that has `shuffle=False`, or no `shuffle` at all (the default is False) over a map-style
-dataset; a dataset that is visibly iterable (an IterableDataset, a stream) or built with its own
-`shuffle=` option is left alone. Keyword
+dataset; a dataset that is visibly iterable (an IterableDataset, a stream), built with its own
+`shuffle=` option, or serving whole batches itself (`batch_size=None`) is left alone. Keyword
 arguments spread from a dict (`DataLoader(ds, **params)`) are read when the dict is a literal of
 the file, directly, through a name, or through the parameter of a function whose every caller in
 the file passes one; a spread that cannot be read keeps the rule silent. A class-folder dataset
@@ -241,6 +241,9 @@ def check(a, emit):
     for call in training_loaders(a):
         if call.args and _dataset_orders_itself(a, call.args[0]):
             continue
+        size = keyword(call, "batch_size")
+        if isinstance(size, ast.Constant) and size.value is None:
+            continue   # automatic batching off: the dataset serves whole batches in an order of its own
         if any(keyword(call, k) is not None and not _none_on_some_path(a, call, keyword(call, k))
                for k in ("sampler", "batch_sampler")):
             continue

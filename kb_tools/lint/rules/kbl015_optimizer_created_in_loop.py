@@ -2,10 +2,10 @@
 nested in another loop and calls `backward()`, itself or through the function it hands the new
 optimizer to (`for epoch ...: opt = Adam(...); train(model, opt, loader)`), unless each pass
 trains a fresh model (the model rebuilt or re-initialised in the loop, or a loop over runs, folds,
-trials or seeds); or a training function of the file that builds its own
-optimizer over the parameters of a model it is given, reads from the module or holds on `self`,
-called in a loop with the same model each time (`for epoch in ...: train(model, loader)`,
-`self.train_epoch()`) and not handed that optimizer.
+trials or seeds); or a training function of the file that builds its own optimizer over the
+parameters of a model it is given, reads from the module or holds on `self`, called in a loop
+with the same model each time (`for epoch in ...: train(model, loader)`, `self.train_epoch()`)
+and not handed that optimizer. Plain SGD without momentum keeps no state and is left alone.
 
 Why it hurts training: a new optimizer starts with empty state: momentum and Adam's moments
 restart every iteration, and the first Adam steps are the bias-corrected, full-size ones, so
@@ -23,7 +23,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import BACKWARD, dotted, method_call, within
+from kb_tools.lint.analysis import BACKWARD, dotted, keyword, method_call, within
 
 CODE, NAME, ENTRY = "KBL015", "optimizer-created-in-loop", "optimizer-recreated-each-epoch"
 MESSAGE = ("the optimizer is created inside the training loop: its state (momentum, Adam moments) restarts every "
@@ -38,7 +38,7 @@ def check(a, emit):
             calls = a.index.calls_in(loop)
             if a.trains(loop) and not _fresh_model_each_pass(a, loop, calls):
                 for c in calls:   # backward() here or in a function the loop calls with the new optimizer
-                    if a.kind_of(c) == "optimizer" and id(c) in a.assigned:
+                    if a.kind_of(c) == "optimizer" and id(c) in a.assigned and not _stateless(a, c):
                         emit(c, CODE)
             if any(method_call(c, *BACKWARD) is not None for c in calls):
                 continue
@@ -48,6 +48,14 @@ def check(a, emit):
 
 
 REPEATS = ("run", "fold", "trial", "seed", "rep", "repeat", "split", "exp", "experiment", "cv", "restart")
+
+
+def _stateless(a, call) -> bool:
+    """Plain SGD with no momentum keeps no state between steps: building it again loses nothing."""
+    if not (a.imp.canon(call.func) or "").endswith(".SGD"):
+        return False
+    momentum = keyword(call, "momentum")
+    return momentum is None or (isinstance(momentum, ast.Constant) and momentum.value == 0)
 
 
 def _fresh_model_each_pass(a, loop, calls) -> bool:
@@ -79,7 +87,7 @@ def _rebuilt_per_call(a, loop, call) -> list:
     params = {p.arg for p in fn.args.args + fn.args.kwonlyargs}
     out = []
     for c in owner.index.calls_in(fn):
-        if owner.kind_of(c) != "optimizer" or id(c) not in owner.assigned:
+        if owner.kind_of(c) != "optimizer" or id(c) not in owner.assigned or _stateless(owner, c):
             continue
         if owner.assigned[id(c)] in given:
             continue   # the caller hands its own optimizer in: the one built here is only a default

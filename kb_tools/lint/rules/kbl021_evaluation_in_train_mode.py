@@ -1,8 +1,9 @@
-"""What it finds: a file that puts a model in training mode (`.train()`), or trains it with an
-optimizer while building BatchNorm or Dropout layers, and never in evaluation mode (no `.eval()`,
+"""What it finds: a file that puts a model in training mode (`.train()`), or trains it (an optimizer
+and a backward() in the file) while building BatchNorm or Dropout layers, and never in evaluation mode (no `.eval()`,
 no `.train(False)` anywhere), with an evaluation loop that calls the model: a loop under or around
 a `torch.no_grad()` / `torch.inference_mode()` block, over a loader named for validation or test,
-or in a function named for evaluation (`eval_net()`, `validate()`), that calls no `backward()`.
+or in a function named for evaluation (`eval_net()`, `validate()`; not a pytest `test_...`), that
+calls no `backward()`.
 That evaluation runs in training mode.
 
 Why it hurts training: in training mode dropout still drops units and BatchNorm normalises each
@@ -54,7 +55,8 @@ def _evaluation_loops(a) -> list:
         words = (ast.unparse(loop.iter) or "").lower()
         over_eval = any(w in words for w in EVAL_WORDS)
         fn = a.enclosing(loop)
-        in_eval_function = fn is not None and any(w in fn.name.lower() for w in EVAL_FUNCTION_WORDS)
+        in_eval_function = fn is not None and any(w in fn.name.lower() for w in EVAL_FUNCTION_WORDS) \
+            and not fn.name.startswith("test_")   # a pytest test is not an evaluation loop
         if over_eval or in_eval_function or any(within(g, loop) or within(loop, g) for g in guarded):
             out.append(loop)
     return out
@@ -62,15 +64,18 @@ def _evaluation_loops(a) -> list:
 
 def check(a, emit):
     calls = a.index.calls
-    if any(to_eval_mode(c) for c in calls):
+    if any(to_eval_mode(c) is not None for c in calls):
         return
     trained = [method_call(c, "train") for c in calls if method_call(c, "train") and not c.args and not c.keywords]
     layers = sorted({(a.imp.canon(c.func) or "").rsplit(".", 1)[-1] for c in calls
                      if any(w in (a.imp.canon(c.func) or "").rsplit(".", 1)[-1] for w in STOCHASTIC)
                      and (a.imp.canon(c.func) or "").startswith("torch.nn.")})
     message = TRAIN_CALLED
-    if not trained and layers:   # never switched at all: the models the optimizers train, in a file with such layers
-        trained = [o for c in calls if a.kind_of(c) == "optimizer" for o in a.parameter_owners(c)]
+    if not trained and layers and any(method_call(c, *BACKWARD) is not None for c in calls):
+        # never switched at all: the models this file's optimizers train (not a model class's own
+        # configure_optimizers(), whose training happens elsewhere), in a file with such layers
+        trained = [o for c in calls if a.kind_of(c) == "optimizer" for o in a.parameter_owners(c)
+                   if o != "self" and not o.startswith("self.")]
         message = NEVER_SWITCHED
     if not trained:
         return
