@@ -22,7 +22,7 @@ Use instead:
 
 import ast
 
-from kb_tools.lint.analysis import keyword, literal_dim, within
+from kb_tools.lint.analysis import dotted, keyword, literal_dim, unchain, within
 
 CODE, NAME, ENTRY = "KBL019", "softmax-implicit-dim", "softmax-wrong-dim"
 MESSAGE = "{what}"
@@ -116,7 +116,9 @@ def _into_a_loss(a, emit):
     input made a batch of one on the way (`.unsqueeze(0)`) is left alone."""
     seen = set()
     for call, kind in a.loss_calls:
-        name = a.imp.canon(call.func) or (a.imp.canon(call.func.func) if isinstance(call.func, ast.Call) else "") or ""
+        built = unchain(a.values.get(dotted(call.func) or ""))   # criterion = nn.NLLLoss(): name the class
+        name = a.imp.canon(call.func) or (a.imp.canon(call.func.func) if isinstance(call.func, ast.Call) else "") or (
+            a.imp.canon(built.func) if isinstance(built, ast.Call) else "") or ""
         if kind not in PER_SAMPLE_LOSSES and "kl_div" not in name.lower() and "KLDiv" not in name:
             continue
         act = a.activation(call.args[0])
