@@ -353,8 +353,8 @@ class Analysis:
             return out if isinstance(out, str) else None   # a model returning a tuple: see element()
         if isinstance(expr, ast.Subscript):
             index = expr.slice
-            if isinstance(index, ast.Constant) and isinstance(index.value, str):   # output["exist"]
-                return self.keyed_output.get(index.value)
+            if isinstance(index, ast.Constant) and isinstance(index.value, str) and index.value in self.keyed_output:
+                return self.keyed_output[index.value]   # output["exist"], a key some forward of the file returns
             if isinstance(expr.value, ast.Call) and isinstance(index, ast.Constant) and isinstance(index.value, int):
                 outs = self.model_output.get(dotted(expr.value.func) or "")
                 if isinstance(outs, tuple):   # logits, probs = model(x): the element the forward returns there
@@ -901,11 +901,13 @@ class Analysis:
             if expr is None or id(expr) in seen:
                 continue
             seen.add(id(expr))
+            bound_here = {n.id for c in ast.walk(expr) if isinstance(c, ast.comprehension)
+                          for n in ast.walk(c.target) if isinstance(n, ast.Name)}   # `p` of `for n, p in ...`
             for node in ast.walk(expr):
                 owner = method_call(node, "parameters", "named_parameters") if isinstance(node, ast.Call) else None
                 if owner and owner not in owners:
                     owners.append(owner)
-                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound_here:
                     pending.append(self.value_at(node.id, node))
         return owners
 
