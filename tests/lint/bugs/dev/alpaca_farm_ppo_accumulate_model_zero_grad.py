@@ -1,5 +1,5 @@
 """
-Shape: an abstract PPO trainer class. The optimizer and LR scheduler are built by a create_optimizer_and_scheduler() method through helper factories and pushed through accelerate's prepare(); train() loops over global steps and calls step(), which gathers query batches from an endless loader, rolls out, then calls step_with_rollouts(). That method runs several PPO epochs over a rollouts DataLoader inside `with accelerator.accumulate(policy):`, calls accelerator.backward on the PPO loss, clips and records the grad norm only when accelerator.sync_gradients is set, then calls optimizer.step() and clears gradients.
+Shape: an abstract PPO trainer class. The optimizer and LR scheduler are built by a create_optimizer_and_scheduler() method through helper factories and pushed through accelerate's prepare(); train() loops over global steps and calls step(), which gathers query batches from an endless loader, rolls out, then calls update_on_rollouts(). That method runs several PPO epochs over a rollouts DataLoader inside `with accelerator.accumulate(policy):`, calls accelerator.backward on the PPO loss, clips and records the grad norm only when accelerator.sync_gradients is set, then calls optimizer.step() and clears gradients.
 Bug: the gradients are cleared with policy.zero_grad(set_to_none=True) on the wrapped model instead of the accelerate-wrapped optimizer. The AcceleratedOptimizer skips step()/zero_grad() on non-sync micro-steps, but the model's zero_grad runs on every micro-batch, so everything accumulated before the last micro-batch of each window is wiped before the real step.
 Thread: https://github.com/tatsu-lab/alpaca_farm/pull/58
 """
@@ -53,7 +53,7 @@ class PPOTrainerBase(object):
         return DataLoader(ds, batch_size=self.args.step_per_device_batch_size, shuffle=True,
                           collate_fn=lambda items: {k: torch.stack(v) for k, v in zip(keys, zip(*items))})
 
-    def step_with_rollouts(self, rollouts):
+    def update_on_rollouts(self, rollouts):
         assert isinstance(self.optimizer, AcceleratedOptimizer)
         loader = self.rollouts_loader(rollouts)
         collected = []
@@ -63,8 +63,8 @@ class PPOTrainerBase(object):
                     loss, stats = self.compute_loss(batch)
                     self.accelerator.backward(loss)
                     if self.accelerator.sync_gradients:
-                        if self.args.max_grad_norm is not None:
-                            self.accelerator.clip_grad_norm_(self.policy.parameters(), self.args.max_grad_norm)
+                        if self.args.clip_norm is not None:
+                            self.accelerator.clip_grad_norm_(self.policy.parameters(), self.args.clip_norm)
                         stats["loss/grad_norm"] = self.grad_norm()
                         collected.append(stats)
                     self.optimizer.step()
@@ -74,7 +74,7 @@ class PPOTrainerBase(object):
     def step(self, query_stream, step_idx: int):
         query_batches = [next(query_stream) for _ in range(self.args.rollout_accumulation_steps)]
         rollouts = self.rollout(query_batches)
-        stats = self.step_with_rollouts(rollouts)
+        stats = self.update_on_rollouts(rollouts)
         if self.lr_scheduler is not None:
             self.lr_scheduler.step()
         stats["step"] = step_idx

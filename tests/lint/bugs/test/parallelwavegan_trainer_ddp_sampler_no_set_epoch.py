@@ -45,32 +45,32 @@ class Trainer:
         x, y = batch
         x = tuple(t.to(self.device) for t in x)
         y = y.to(self.device)
-        y_hat = self.model["generator"](*x)
+        y_hat = self.model["gen"](*x)
         sc_loss, mag_loss = self.criterion["stft"](y_hat.squeeze(1), y.squeeze(1))
         g_loss = sc_loss + mag_loss
-        if self.steps > self.config["discriminator_train_start_steps"]:
-            p_hat = self.model["discriminator"](y_hat)
+        if self.steps > self.config["disc_start_step"]:
+            p_hat = self.model["disc"](y_hat)
             g_loss = g_loss + self.config["lambda_adv"] * self.criterion["mse"](p_hat, p_hat.new_ones(p_hat.size()))
-        self.optimizer["generator"].zero_grad()
+        self.optimizer["gen"].zero_grad()
         g_loss.backward()
-        if self.config["generator_grad_norm"] > 0:
-            torch.nn.utils.clip_grad_norm_(self.model["generator"].parameters(), self.config["generator_grad_norm"])
-        self.optimizer["generator"].step()
-        self.scheduler["generator"].step()
+        if self.config["gen_clip_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(self.model["gen"].parameters(), self.config["gen_clip_norm"])
+        self.optimizer["gen"].step()
+        self.scheduler["gen"].step()
 
-        if self.steps > self.config["discriminator_train_start_steps"]:
+        if self.steps > self.config["disc_start_step"]:
             with torch.no_grad():
-                y_hat = self.model["generator"](*x)
-            p_real = self.model["discriminator"](y)
-            p_fake = self.model["discriminator"](y_hat.detach())
+                y_hat = self.model["gen"](*x)
+            p_real = self.model["disc"](y)
+            p_fake = self.model["disc"](y_hat.detach())
             d_loss = self.criterion["mse"](p_real, p_real.new_ones(p_real.size())) + \
                 self.criterion["mse"](p_fake, p_fake.new_zeros(p_fake.size()))
-            self.optimizer["discriminator"].zero_grad()
+            self.optimizer["disc"].zero_grad()
             d_loss.backward()
-            self.optimizer["discriminator"].step()
-            self.scheduler["discriminator"].step()
+            self.optimizer["disc"].step()
+            self.scheduler["disc"].step()
         self.steps += 1
-        if self.steps >= self.config["train_max_steps"]:
+        if self.steps >= self.config["max_train_steps"]:
             self.finish_train = True
 
     def _train_epoch(self):
@@ -87,7 +87,7 @@ def main():
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--world-size", type=int, default=1)
     args = ap.parse_args()
-    args.distributed = args.world_size > 1
+    args.distributed = args.n_procs > 1
     device = torch.device("cuda")
     if args.distributed:
         torch.cuda.set_device(args.rank)
@@ -96,23 +96,23 @@ def main():
         cfg = yaml.load(f, Loader=yaml.Loader)
 
     sets = {"train": AudioMelDataset(cfg["train_dir"]), "dev": AudioMelDataset(cfg["dev_dir"])}
-    train_sampler, dev_sampler = None, None
+    train_sampler, valid_sampler = None, None
     if args.distributed:
         from torch.utils.data.distributed import DistributedSampler
-        train_sampler = DistributedSampler(sets["train"], num_replicas=args.world_size, rank=args.rank, shuffle=True)
-        dev_sampler = DistributedSampler(sets["dev"], num_replicas=args.world_size, rank=args.rank, shuffle=False)
+        train_sampler = DistributedSampler(sets["train"], num_replicas=args.n_procs, rank=args.rank, shuffle=True)
+        valid_sampler = DistributedSampler(sets["dev"], num_replicas=args.n_procs, rank=args.rank, shuffle=False)
     collate = Collater(batch_max_steps=cfg["batch_max_steps"], hop_size=cfg["hop_size"])
     loaders = {
         "train": DataLoader(sets["train"], shuffle=False if args.distributed else True, collate_fn=collate,
                             batch_size=cfg["batch_size"], num_workers=cfg["num_workers"], sampler=train_sampler),
         "dev": DataLoader(sets["dev"], shuffle=False, collate_fn=collate, batch_size=cfg["batch_size"],
-                          num_workers=cfg["num_workers"], sampler=dev_sampler),
+                          num_workers=cfg["num_workers"], sampler=valid_sampler),
     }
     nets = {"generator": ParallelWaveGANGenerator(**cfg["generator_params"]).to(device),
             "discriminator": ParallelWaveGANDiscriminator(**cfg["discriminator_params"]).to(device)}
     losses = {"stft": MultiResolutionSTFTLoss(**cfg["stft_loss_params"]).to(device), "mse": torch.nn.MSELoss()}
-    opts = {"generator": RAdam(nets["generator"].parameters(), **cfg["generator_optimizer_params"]),
-            "discriminator": RAdam(nets["discriminator"].parameters(), **cfg["discriminator_optimizer_params"])}
+    opts = {"generator": RAdam(nets["gen"].parameters(), **cfg["generator_optimizer_params"]),
+            "discriminator": RAdam(nets["disc"].parameters(), **cfg["discriminator_optimizer_params"])}
     scheds = {k: torch.optim.lr_scheduler.StepLR(opts[k], **cfg[f"{k}_scheduler_params"]) for k in opts}
     if args.distributed:
         nets = {k: DistributedDataParallel(v) for k, v in nets.items()}
