@@ -168,6 +168,13 @@ def literal_dim(call, positional: int):
     return None
 
 
+def parameter_defaults(fn) -> dict:
+    """A function's positional parameters that have a default, by name, in order:
+    `def f(x, sampler=None)` -> {"sampler": <the None constant>}."""
+    positional = fn.args.posonlyargs + fn.args.args
+    return {p.arg: d for p, d in zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults)}
+
+
 def to_eval_mode(call) -> str | None:
     """The receiver a call puts in eval mode: `model.eval()`, or `model.train(False)` /
     `model.train(mode=False)` (eval mode under another name); None for any other call."""
@@ -934,12 +941,11 @@ class Analysis:
             elif len(args) == 1 and isinstance(args[0], ast.Call):
                 self._bind(name, args[0])
         for fn in self.index.of(ast.FunctionDef, ast.AsyncFunctionDef):   # `loss=nn.CrossEntropyLoss()` defaults
-            params = fn.args.posonlyargs + fn.args.args
-            for param, default in zip(params[len(params) - len(fn.args.defaults):], fn.args.defaults):
-                assigned_here = any(holder is fn for _, _, holder in self.history.get(param.arg, []))
-                if isinstance(default, ast.Call) and (id(fn), param.arg) not in passed and not assigned_here \
-                        and param.arg not in self.kinds and self.kind_of(default):
-                    self._bind(param.arg, default)
+            for param, default in parameter_defaults(fn).items():
+                assigned_here = any(holder is fn for _, _, holder in self.history.get(param, []))
+                if isinstance(default, ast.Call) and (id(fn), param) not in passed and not assigned_here \
+                        and param not in self.kinds and self.kind_of(default):
+                    self._bind(param, default)
 
     def called_function(self, call):
         """The function of the file a call runs (`callee`), or a class's `__init__` for a constructor

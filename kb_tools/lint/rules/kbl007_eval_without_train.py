@@ -1,10 +1,10 @@
 """What it finds: a training loop (the epoch loop, or a batch loop that validates every N steps) that
-runs `.eval()` (or `.train(False)`), itself or through the file's own functions and methods it calls (a `validate()`
-method, a model's `val_start()`), while nothing it runs calls `.train()` again. An EMA copy, a
-teacher or a target network put in eval mode is not the model being trained and is left alone, as
-is a part frozen on purpose (`requires_grad_(False)` on it in the same loop), and
-so is a function's parameter when the caller may pass such a copy (`test(test_model)` after
-`test_model = ema.ema` on one branch): the rule cannot prove the trained model is the one switched.
+runs `.eval()` (or `.train(False)`), itself or through the file's own functions and methods it
+calls (a `validate()` method, a model's `val_start()`), while nothing it runs calls `.train()`
+again. Left alone: an EMA copy, a teacher or a target network put in eval mode (not the model
+being trained); a part frozen on purpose (`requires_grad_(False)` on it in the same loop); and a
+function's parameter when the caller may pass such a copy (`test(test_model)` after `test_model =
+ema.ema` on one branch), since the rule cannot prove the trained model is the one switched.
 
 Why it hurts training: after the first evaluation every later epoch trains with dropout off and
 BatchNorm using (and no longer updating) its running statistics, so regularisation is gone and
@@ -90,7 +90,7 @@ def check(a, emit):
             if where not in evals and _maybe_copy(a, where, evals):
                 continue
             if where in evals:
-                how = "eval()" if method_call(where, "eval") else "train(False)"
+                how = "eval()" if method_call(where, "eval") is not None else "train(False)"
                 emit(where, CODE, what=f"{to_eval_mode(where) or 'the model'}.{how}")
             else:
                 emit(where, CODE, what=f"{dotted(where.func) or 'a call'}()")

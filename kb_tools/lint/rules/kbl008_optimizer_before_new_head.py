@@ -78,9 +78,10 @@ def _loss_weights_never_given(a, emit):
     the loss's parameters(): its classifier or learnt loss weights get gradients and never change."""
     optimizers = [c for c in a.index.calls if a.kind_of(c) == "optimizer"]
     owners = [a.parameter_owners(c) for c in optimizers]
-    if not optimizers or not all(owners) or any(o == "self" or o.startswith("self.") for os_ in owners for o in os_):
+    if not optimizers or not all(owners) or any(o == "self" or o.startswith("self.") for group in owners for o in group):
         return
     asked = {method_call(c, "parameters", "named_parameters") for c in a.index.calls} - {None, ""}
+    asked_last = {x.rsplit(".", 1)[-1] for x in asked}   # `self.crit.parameters()` asks for `crit`'s
     if any(method_call(c, "add_param_group") for c in a.index.calls):
         return
     for cls in a.index.of(ast.ClassDef):
@@ -91,8 +92,7 @@ def _loss_weights_never_given(a, emit):
         weights = _own_weights(a, cls)
         built = [c for c in a.index.calls if isinstance(c.func, ast.Name) and c.func.id == cls.name]
         holders = {a.assigned.get(id(c)) for c in built} - {None, ""}
-        if weights and built and not any(h in asked or h.rsplit(".", 1)[-1] in {x.rsplit(".", 1)[-1] for x in asked}
-                                         for h in holders):
+        if weights and built and not any(h in asked or h.rsplit(".", 1)[-1] in asked_last for h in holders):
             emit(built[0], CODE, what=LOSS_WEIGHTS.format(model=cls.name, weights=", ".join(weights[:3])))
 
 

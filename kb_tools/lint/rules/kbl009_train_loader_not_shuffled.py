@@ -13,8 +13,8 @@ The code is followed as written: `shuffle=args.shuffle` is False when the file's
 defaults to False; a `sampler=` that is None on some path (a conditional with a None branch, a
 name set to None before a branch that may replace it, a builder's parameter defaulting to None
 that no caller sets) leaves that path with no sampler; the loader class may be held in a name or
-be the file's own DataLoader subclass; a loader a builder returns takes the names its callers bind it to;
-and a loader handed to a parameter named like `train_loader` (a trainer's `__init__`) trains.
+be the file's own DataLoader subclass; a loader a builder returns takes the names its callers bind
+it to; and a loader handed to a parameter named like `train_loader` (a trainer's `__init__`) trains.
 
 Why it hurts training: every epoch sees the samples in the same order; sorted by class, each
 batch holds one class, the model chases the latest class and BatchNorm statistics swing, so
@@ -28,7 +28,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import dotted, is_false, keyword
+from kb_tools.lint.analysis import dotted, is_false, keyword, parameter_defaults
 
 CODE, NAME, ENTRY = "KBL009", "train-loader-not-shuffled", "train-shuffle-off"
 MESSAGE = "training DataLoader {how}: every epoch sees the samples in the same order (often sorted by class)"
@@ -148,9 +148,7 @@ def _unset_parameter(a, call, expr) -> bool:
     fn = a.enclosing(call)
     if fn is None or not isinstance(expr, ast.Name):
         return False
-    args = fn.args.args
-    defaults = dict(zip([p.arg for p in args][len(args) - len(fn.args.defaults):], fn.args.defaults))
-    default = defaults.get(expr.id)
+    default = parameter_defaults(fn).get(expr.id)
     if not (isinstance(default, ast.Constant) and default.value is None) or a.assigned_within(expr.id, fn):
         return False
     callers = [c for c in a.index.calls if a.called_function(c) is fn]
@@ -213,7 +211,7 @@ def _spread_without_order(a, call) -> bool:
     return all(k is not None and not k & {"shuffle", "sampler", "batch_sampler"} for k in keys)
 
 
-def labels_discarded(a, call) -> bool:
+def _labels_discarded(a, call) -> bool:
     """Whether every loop over the loader throws its labels away (`for x, _ in loader`,
     `for i, (x, _) in enumerate(loader)`): a class folder read only for its images (one folder of
     content images, as style transfer uses) has no class order to harm."""
@@ -255,7 +253,7 @@ def check(a, emit):
         elif shuffle is None and len(call.args) < 3 and call.args and not iterable(a, call.args[0]) \
                 and (not any(k.arg is None for k in call.keywords) or _spread_without_order(a, call)):
             folder = class_folder(a, call.args[0])
-            if folder and labels_discarded(a, call):
+            if folder and _labels_discarded(a, call):
                 continue
             how = "over a class-folder dataset has no shuffle=True" if folder else "has no shuffle=True"
             emit(call, CODE, how=how + " (the default is False)")

@@ -16,7 +16,6 @@ Use instead:
 """
 import ast
 
-
 CODE, NAME, ENTRY = "KBL013", "next-iter-in-loop", "same-batch-every-step"
 MESSAGE = ("next(iter(loader)) inside the loop starts a new pass over the loader every step: without shuffling "
            "it is the same first batch each time")

@@ -1,8 +1,8 @@
 """What it finds: a model whose parameters are cast to float16 (`.half()`, `.to(torch.float16)`)
 and trained with an Adam-family optimizer (its parameters followed through `filter()`, lists and
 param groups; the class also through a name it is bound to, `opt_cls = optim.Adam`), in a file
-with no autocast; or, in such a file, any
-Adam-family optimizer when the file makes float16 the default for new tensors
+with no autocast; or, in such a file, any Adam-family optimizer when the file makes float16 the
+default for new tensors
 (`torch.set_default_dtype(torch.float16)`, `torch.set_default_tensor_type(torch.HalfTensor)`).
 
 Why it hurts training: in fp16, Adam's eps (1e-8) underflows to zero and its second moment to

@@ -1,10 +1,9 @@
 """What it finds: a file that puts a model in training mode (`.train()`), or trains it (an optimizer
-and a backward() in the file) while building BatchNorm or Dropout layers, and never in evaluation mode (no `.eval()`,
-no `.train(False)` anywhere), with an evaluation loop that calls the model: a loop under or around
-a `torch.no_grad()` / `torch.inference_mode()` block, over a loader named for validation or test,
-or in a function named for evaluation (`eval_net()`, `validate()`; not a pytest `test_...`), that
-calls no `backward()`.
-That evaluation runs in training mode.
+and a backward() in the file) while building BatchNorm or Dropout layers, and never in evaluation
+mode (no `.eval()`, no `.train(False)` anywhere), with an evaluation loop that calls the model: a
+loop under or around a `torch.no_grad()` / `torch.inference_mode()` block, over a loader named for
+validation or test, or in a function named for evaluation (`eval_net()`, `validate()`; not a
+pytest `test_...`), that calls no `backward()`. That evaluation runs in training mode.
 
 Why it hurts training: in training mode dropout still drops units and BatchNorm normalises each
 evaluation batch with its own statistics and folds them into its running averages, so the
@@ -35,7 +34,7 @@ TRAIN_CALLED = ("{model}.train() is called in this file and nothing calls .eval(
 NEVER_SWITCHED = ("{model} is trained here and nothing calls .eval() (the file builds {layers} layers): this "
                   "evaluation loop runs in training mode, with dropout on and BatchNorm updating its running statistics")
 EVAL_FUNCTION_WORDS = ("eval", "valid", "test")
-STOCHASTIC = ("BatchNorm", "SyncBatchNorm", "InstanceNorm", "Dropout", "dropout")
+STOCHASTIC = ("BatchNorm", "InstanceNorm", "Dropout", "dropout")   # layers that act differently in eval mode
 NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled"}
 EVAL_WORDS = ("val", "test", "eval", "dev_loader", "dev_dl")
 
@@ -55,8 +54,8 @@ def _evaluation_loops(a) -> list:
         words = (ast.unparse(loop.iter) or "").lower()
         over_eval = any(w in words for w in EVAL_WORDS)
         fn = a.enclosing(loop)
-        in_eval_function = fn is not None and any(w in fn.name.lower() for w in EVAL_FUNCTION_WORDS) \
-            and not fn.name.startswith("test_")   # a pytest test is not an evaluation loop
+        in_eval_function = fn is not None and not fn.name.startswith("test_") and any(   # a pytest test is not
+            part.startswith(w) for part in fn.name.lower().split("_") for w in EVAL_FUNCTION_WORDS)   # evaluation
         if over_eval or in_eval_function or any(within(g, loop) or within(loop, g) for g in guarded):
             out.append(loop)
     return out
@@ -67,9 +66,9 @@ def check(a, emit):
     if any(to_eval_mode(c) is not None for c in calls):
         return
     trained = [method_call(c, "train") for c in calls if method_call(c, "train") and not c.args and not c.keywords]
-    layers = sorted({(a.imp.canon(c.func) or "").rsplit(".", 1)[-1] for c in calls
-                     if any(w in (a.imp.canon(c.func) or "").rsplit(".", 1)[-1] for w in STOCHASTIC)
-                     and (a.imp.canon(c.func) or "").startswith("torch.nn.")})
+    built = {a.imp.canon(c.func) or "" for c in calls}
+    layers = sorted({name.rsplit(".", 1)[-1] for name in built if name.startswith("torch.nn.")
+                     and any(w in name.rsplit(".", 1)[-1] for w in STOCHASTIC)})
     message = TRAIN_CALLED
     if not trained and layers and any(method_call(c, *BACKWARD) is not None for c in calls):
         # never switched at all: the models this file's optimizers train (not a model class's own
