@@ -4,7 +4,8 @@ Criterion: every param group's lr is at most 1/10,000 of the largest lr the opti
 that peak is above 0), and it stays there for the rest of the run, over at least 3 optimizer
 steps and at least 10% of the steps watched. The lr is read at every step (a float per param
 group), so a decay too quick for the sampled steps is seen. A schedule that reaches zero only
-at its very end (cosine to 0) spends well under 1% of the run that low and is not reported.
+at its very end (cosine to 0) spends well under 1% of the run that low and is not reported. A
+learning rate below 0 counts as that low (the message then says the steps climb; KBW091 measures it).
 
 Second form, read from the scheduler itself: a StepLR, MultiStepLR or ExponentialLR built with
 gamma=0 sets the lr to exactly 0 at its first milestone, for good, however far off that is.
@@ -92,11 +93,13 @@ class LrDecayedToZero(Check):
             schedulers = s.schedulers_of(key)
             ticks = "".join(f"; {sch.cls} ({created_at('scheduler', sch.site)}) stepped {plural(sch.steps(), 'time')} "
                             f"in {plural(info.steps, 'optimizer step')}" for sch in schedulers[:2])
+            effect = ("it went below 0, so from then on every step moves the weights up the gradient"
+                      if min(st.low_lr, st.last_lr if st.last_lr is not None else 0.0) < 0 else
+                      "from then on no step moves the weights")
             later = f", {st.last_lr:.3g} at step {st.last_step}" if st.last_step != st.low_since else ""
             message = (f"the learning rate fell from {st.peak:.3g} at step {st.peak_step} to {st.low_lr:.3g} by step "
                        f"{st.low_since}{later}, and stayed that low for {low_steps} of the {plural(s.step, 'step')} watched "
-                       f"({created_at('optimizer', info.site if info else None)}){ticks}: from then on no step "
-                       f"moves the weights")
+                       f"({created_at('optimizer', info.site if info else None)}){ticks}: {effect}")
             out.append(self.finding(message, where=schedulers[0].site if schedulers else (info.site if info else None),
                                     step=st.low_since, evidence={
                                         "peak_lr": st.peak, "peak_step": st.peak_step, "lr": st.low_lr, "last_lr": st.last_lr,
