@@ -27,8 +27,14 @@ on uninstall, so the user's code needs no change:
   dimensions instead of a permute);
 - torch.utils.checkpoint.checkpoint: a reentrant call whose inputs need no gradient reaches the
   checks on sampled steps;
+- torch.tensor and torch.as_tensor, while a check listens: on sampled steps with grad enabled, data
+  holding tensors that require grad (torch.tensor(t), or a list or tuple of them, nested: the copy
+  keeps their values without their graph; torch.as_tensor(t) returns t itself and is passed over)
+  reaches the checks with the copy and the caller's site (torch.Tensor(list) is not watched);
 - Module.load_state_dict: what it reports (the keys missing from the checkpoint and the keys it
   did not use) reaches the checks on every call, with the caller's file and line;
+- Module.train (which eval() calls): every module it reaches, directly or through a parent's call,
+  is recorded as one whose mode the user's code set (Session.modes_set), on every call;
 - torch.jit.script: it runs with torch's own functions put back (scripted code is compiled from
   them, so it runs unwatched, as it would without kb watch).
 On a step that is not sampled each wrapper returns after one attribute test.
@@ -51,12 +57,15 @@ from torch.optim import lr_scheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import dataloader
 
+from kb_tools.watch.checks import overridden
 from kb_tools.watch.checks.tensors import inside_function_transform
-from kb_tools.watch.sites import StopWatching, user_site
+from kb_tools.watch.sites import StopWatching, caller_is_torch, user_site
 
 SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
 LOG_FUNCTIONS = ("log", "log1p")
 RESHAPE_METHODS = ("view", "reshape")
+COPY_FUNCTIONS = ("tensor", "as_tensor")
+COPY_SCAN = 64  # items of a copy's nested list or tuple searched for a tensor that requires grad
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
                   "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "ctc_loss")
 _MISSING = object()
@@ -186,6 +195,43 @@ def _reshape_wrapper(name: str, original):
     return wrapper
 
 
+def _grad_tensors(data, found: list, budget: int) -> int:
+    """Append to `found` the tensors that require grad in `data` (a tensor, or a list or tuple of them,
+    nested), looking at `budget` items at most; a list whose item is a number is taken for a list of
+    numbers (rows of data read by a Dataset cost one test). Returns the budget left."""
+    if isinstance(data, torch.Tensor):
+        if data.requires_grad:
+            found.append(data)
+    elif isinstance(data, (list, tuple)):
+        for item in data:
+            if budget <= 0 or isinstance(item, (float, int)):
+                break
+            budget = _grad_tensors(item, found, budget - 1)
+    return budget - 1
+
+
+def _copy_wrapper(name: str, original):
+    """torch.tensor / torch.as_tensor: on a sampled step with grad enabled, data holding tensors that
+    require grad reaches the checks (their values are copied without their graph: a loss term copied
+    so trains nothing); otherwise one attribute test per call. torch.as_tensor of a tensor returns
+    that tensor, graph and all, and is passed over."""
+    lists_only = name == "as_tensor"
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        out = original(*args, **kwargs)
+        s = _active
+        if s is not None and s.sampled and not s.stopped and torch.is_grad_enabled():
+            data = args[0] if args else kwargs.get("data")
+            if isinstance(data, (list, tuple)) or (not lists_only and isinstance(data, torch.Tensor)):
+                found: list = []
+                _grad_tensors(data, found, COPY_SCAN)
+                if found and not caller_is_torch(depth=2):
+                    _guard(s, name, s.dispatch, "on_tensor_copy", name, found, out, user_site(depth=2))
+        return out
+    return wrapper
+
+
 def _loss_wrapper(kind: str, original):
     parameters = inspect.signature(original).parameters
     names = list(parameters)
@@ -310,6 +356,9 @@ class Instrumentation:
         for name in RESHAPE_METHODS:
             self._patch(torch.Tensor, name, _reshape_wrapper(name, getattr(torch.Tensor, name)))
         self._patch(torch, "reshape", _reshape_wrapper("reshape", torch.reshape))
+        if any(overridden(check, "on_tensor_copy") for check in session.checks):
+            for name in COPY_FUNCTIONS:
+                self._patch(torch, name, _copy_wrapper(name, getattr(torch, name)))
         self._patch(torch.autograd, "backward", _backward_wrapper(torch.autograd.backward))
         self._patch(torch.autograd, "grad", _autograd_grad_wrapper(torch.autograd.grad))
         self._patch(torch.nn.Module, "__init__", _site_recorder(torch.nn.Module.__init__, "module"))
@@ -329,6 +378,7 @@ class Instrumentation:
         self._patch(loss_modules._Loss, "__call__", _loss_module_call)
         self._patch(torch.nn.Module, "__getstate__", _getstate_without_model_hooks(torch.nn.Module.__getstate__))
         self._patch(torch.nn.Module, "load_state_dict", _load_state_dict_wrapper(torch.nn.Module.load_state_dict))
+        self._patch(torch.nn.Module, "train", _train_wrapper(torch.nn.Module.train))
         self._patch(torch.jit, "script", _script_wrapper(torch.jit.script, self))
         from torch.utils import checkpoint as checkpointing
         self._patch(checkpointing, "checkpoint", _checkpoint_wrapper(checkpointing.checkpoint))
@@ -405,7 +455,7 @@ def _forward_pre(module, args):
     if s is None:
         return
     if s.depth == 0:
-        _guard(s, "forward pre hook", s.root_call, module)
+        _guard(s, "forward pre hook", s.root_call, module, args)
     s.depth += 1
     _guard(s, "forward pre hook", s.module_input, module, args)
 
@@ -493,6 +543,21 @@ def _load_state_dict_wrapper(original):
             _guard(s, "load_state_dict", s.state_dict_loaded, self, strict, result, user_site(depth=2))
         return result
     return load_state_dict
+
+
+def _train_wrapper(original):
+    """Module.train (eval() calls it, and it calls each child's): the session records the module as
+    one whose mode was set (a layer that no such call ever reached keeps the mode it was built with)."""
+    @functools.wraps(original)
+    def train(self, mode=True):
+        s = _active
+        if s is not None and not s.stopped:
+            try:
+                s.modes_set.add(self)
+            except TypeError:  # a module class that made itself unhashable
+                pass
+        return original(self, mode)
+    return train
 
 
 def _site_recorder(original, kind: str):

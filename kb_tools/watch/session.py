@@ -231,10 +231,12 @@ class Session:
         self.loaders: dict[int, LoaderInfo] = {}
         self.scalers: list[ScalerInfo] = []
         self.module_names: dict[int, str] = {}
+        self.members: weakref.WeakSet = weakref.WeakSet()  # the modules named there, alive: ids are reused
         self.param_names: dict[int, str] = {}
         self.param_owner: dict[int, int] = {}     # id(param) -> id(module that holds it directly)
         self.module_root: dict[int, int] = {}     # id(module) -> id(the watched model it belongs to)
         self.module_sites = weakref.WeakKeyDictionary()  # modules created while watching -> site
+        self.modes_set: weakref.WeakSet = weakref.WeakSet()  # modules a train() or eval() call reached
         self.internal_errors: list[str] = []
         self.last_loss: LossCall | None = None     # the last sampled loss call (its tensors dropped)
         self._primary: int | None = None
@@ -318,7 +320,7 @@ class Session:
         for info in self.models:
             if info.module is module:
                 return info
-        if id(module) in self.module_names:  # a submodule of a watched model, called on its own
+        if self.watches(module):  # a submodule of a watched model, called on its own
             return None
         if len(self.models) >= MAX_LISTED:
             return None
@@ -340,6 +342,7 @@ class Session:
 
     def _rebuild_names(self) -> None:
         self.module_names.clear()
+        self.members = weakref.WeakSet()
         self.param_names.clear()
         self.param_owner.clear()
         self.module_root.clear()
@@ -351,6 +354,10 @@ class Session:
             info.prefix = f"{info.cls}." if many else ""
             for name, sub in module.named_modules():
                 self.module_names.setdefault(id(sub), f"{info.prefix}{name}" if name else info.cls)
+                try:
+                    self.members.add(sub)
+                except TypeError:  # a module class that made itself unhashable
+                    pass
                 self.module_root.setdefault(id(sub), id(module))
                 for pname, p in sub.named_parameters(recurse=False):
                     key = id(p)
@@ -374,13 +381,16 @@ class Session:
         if info is not None:
             self.dispatch("on_root_output", info, output, torch.is_grad_enabled())
 
-    def root_call(self, module) -> None:
+    def root_call(self, module, args=()) -> None:
         """A module called outside any other forward on a sampled step: maybe a new model."""
-        if id(module) in self.module_names or isinstance(module, torch.nn.modules.loss._Loss):
+        if self.watches(module) or isinstance(module, torch.nn.modules.loss._Loss):
             return
         info = self.add_model(module)
         if info is not None:  # its own pre hook missed this call: it was registered during it
-            self.dispatch("on_root_forward", info, torch.is_grad_enabled())
+            grad_enabled = torch.is_grad_enabled()
+            self.dispatch("on_root_forward", info, grad_enabled)
+            if self._handlers["on_root_input"]:  # the call's input too (an MC-dropout run starts with it)
+                self.dispatch("on_root_input", info, args, grad_enabled)
 
     def add_optimizer(self, opt, site: str | None = None) -> OptimizerInfo:
         info = self.optimizers.get(id(opt))
@@ -456,6 +466,16 @@ class Session:
         if info is None and self.optimizers:
             info = next(iter(self.optimizers.values()))
         return info
+
+    def watches(self, module) -> bool:
+        """Whether `module` is a watched model or one of its modules: its id is named and it is that very
+        module (a module built after another was freed may take the freed one's id)."""
+        if id(module) not in self.module_names:
+            return False
+        try:
+            return module in self.members
+        except TypeError:
+            return True
 
     def is_model(self, module) -> bool:
         """Whether `module` is a watched model itself, not one of its submodules (its input is the run's data)."""

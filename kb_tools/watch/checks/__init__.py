@@ -56,6 +56,9 @@ EVENTS = {
                               "(outputs, its results, site); dispatched only when a check has it",
     "on_checkpoint": "sampled: a reentrant torch.utils.checkpoint call, grad enabled, no input requiring grad "
                      "(function, site)",
+    "on_tensor_copy": "sampled: torch.tensor or torch.as_tensor, grad enabled, copied data holding tensors that "
+                      "require grad (name, those tensors, the copy, site); the functions are wrapped only when a check "
+                      "has it",
     "on_state_dict_loaded": "every call: Module.load_state_dict returned (module, strict, its missing/unexpected "
                             "keys report, site)",
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
@@ -102,6 +105,7 @@ class Check:
     def on_log(self, name, source, output): pass
     def on_plain_autograd_grad(self, outputs, results, site): pass
     def on_checkpoint(self, function, site): pass
+    def on_tensor_copy(self, name, sources, copy, site): pass
     def on_state_dict_loaded(self, module, strict, result, site): pass
     def on_end(self): pass
 
