@@ -8,17 +8,42 @@ not submodules, so their weights get gradients and never train, are not saved in
 and are not moved by .to(). A parameter registered directly on a module of the user's own class
 (not a torch.nn layer) is left alone: that module, an ensemble with a learnable scale say, is
 simply not trained yet.
+
+Second form: on at least 3 sampled steps the graph reaches a leaf tensor that requires grad, is no
+nn.Parameter, belongs to no optimizer and is held as a plain attribute of a module (the same tensor
+each time: `self.w = torch.randn(n, m, requires_grad=True)` in __init__), and its values are the
+same at the end of the run as when first seen. nn.Module registers only Parameters, buffers and
+submodules, so such a tensor gets a gradient and is never trained, saved or moved. A tensor that
+some optimizer holds, one updated by hand (its values move), and inputs made to require grad (not
+module attributes) are left out.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
-from kb_tools.watch.checks import Check, created_at, plural
-from kb_tools.watch.checks.tensors import graph_leaves
+from kb_tools.watch.checks import Check, created_at, names, plural
+from kb_tools.watch.checks.tensors import graph_leaves, value_fingerprint
 
 MIN_STEPS = 3
 MAX_WALKS = 6
 MAX_LEAVES = 4096
+MAX_PLAIN = 8
+
+
+def _plain_attributes(session) -> dict:
+    """id -> "Class.attribute" of the tensors (not Parameters) held as plain attributes of the watched
+    models' modules and of the modules created while watching."""
+    modules = {id(m): m for info in session.models if info.module is not None for m in info.module.modules()}
+    for module in list(session.module_sites.keys()):
+        modules.setdefault(id(module), module)
+    out = {}
+    for module in modules.values():
+        for attr, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                out.setdefault(id(value), f"{type(module).__name__}.{attr}")
+    return out
 
 
 def _owned_by_user_modules(session) -> set:
@@ -47,6 +72,7 @@ class UnregisteredParameters(Check):
         self.steps: set[int] = set()
         self.shapes: list[str] = []
         self.count = 0
+        self.plain: dict[int, list] = {}  # id -> [weakref, "Class.attr", shape, fingerprint, sampled steps, moved]
 
     def on_before_backward(self, tensors):
         s = self.session
@@ -55,7 +81,10 @@ class UnregisteredParameters(Check):
         self.walks += 1
         registered = {id(p) for m in s.models if m.module is not None for p in m.module.parameters()}
         held = s.trainable_ids()
-        loose = [t for t in graph_leaves(tensors, MAX_LEAVES) if isinstance(t, torch.nn.Parameter)
+        leaves = graph_leaves(tensors, MAX_LEAVES)
+        self._plain_leaves([t for t in leaves if not isinstance(t, torch.nn.Parameter) and t.requires_grad
+                            and id(t) not in held])
+        loose = [t for t in leaves if isinstance(t, torch.nn.Parameter)
                  and t.requires_grad and id(t) not in registered and id(t) not in held]
         if loose:
             owned = _owned_by_user_modules(s)
@@ -66,8 +95,54 @@ class UnregisteredParameters(Check):
             if not self.shapes:
                 self.shapes = [str(tuple(t.shape)) for t in loose[:6]]
 
+    def _plain_leaves(self, leaves: list) -> None:
+        if not leaves:
+            return
+        attributes = _plain_attributes(self.session)
+        for t in leaves:
+            attr = attributes.get(id(t))
+            if attr is None:
+                continue
+            st = self.plain.get(id(t))
+            if st is not None and st[0]() is not t:
+                st = None  # another tensor now has that id
+            if st is None:
+                if len(self.plain) >= MAX_PLAIN and id(t) not in self.plain:
+                    continue
+                st = self.plain[id(t)] = [weakref.ref(t), attr, str(tuple(t.shape)), value_fingerprint(t), set(), False]
+            elif value_fingerprint(t) != st[3]:
+                st[5] = True
+            st[4].add(self.session.step)
+
+    def on_end(self):
+        for st in self.plain.values():
+            t = st[0]()
+            if t is not None and not st[5] and value_fingerprint(t) != st[3]:
+                st[5] = True  # trained or updated after the walks: not left out
+
     def findings(self) -> list:
-        if len(self.steps) < MIN_STEPS or not any(info.steps for info in self.session.optimizers.values()):
+        if not any(info.steps for info in self.session.optimizers.values()):
+            return []
+        return self._parameters() + self._plain()
+
+    def _plain(self) -> list:
+        found = [st for st in self.plain.values() if len(st[4]) >= MIN_STEPS and not st[5]]
+        if not found:
+            return []
+        where = self.session.where()
+        message = (f"{plural(len(found), 'tensor')} with requires_grad=True kept as plain module "
+                   f"attributes ({names([f'{st[1]} {st[2]}' for st in found], 3)}) took part in the forward pass on "
+                   f"{plural(min(len(st[4]) for st in found), 'sampled step')} and never changed, but no optimizer "
+                   f"holds them ({created_at('optimizer', where)}): a tensor that is not an nn.Parameter is not "
+                   f"registered, so it is not in parameters(), never trains, is not saved in state_dict() and is "
+                   f"not moved by .to(); wrap it in nn.Parameter (nn.ParameterList or nn.ParameterDict for several)")
+        step = min(min(st[4]) for st in found)
+        return [self.finding(message, where=where, step=step, evidence={
+            "tensors": [st[1] for st in found], "shapes": [st[2] for st in found],
+            "sampled_steps": min(len(st[4]) for st in found)})]
+
+    def _parameters(self) -> list:
+        if len(self.steps) < MIN_STEPS:
             return []
         where = self.session.where()
         models = ", ".join(m.cls for m in self.session.models[:3])

@@ -9,11 +9,14 @@ never cross), and the output is exactly the input's dimensions taken in another 
 runs (the (N, C, H, W) above is (N, H, W, C) reordered; (B, T, H * D) is (B, H, T, D) reordered and
 grouped), or else the input's dimensions in another order, split and grouped without crossing, where
 every dimension that moved is a whole dimension of the output (windows (B * n, C, h, w) viewed as
-(B, n, h, w, C) without their permute). The same call site does this on at least MIN_STEPS sampled
-steps. Calls made by torch's own code are left out: nn.MultiheadAttention's head split, (T, B, E)
-into (T, B * heads, E / heads), matches the rule whenever B * heads happens to equal E and E / heads
-equals B. A reshape whose sizes only coincide with a reordering would also match; sizes that are all
-different make that unlikely, and equal sizes swapped keep the shape, so that form is not seen.
+(B, n, h, w, C) without their permute), or else the output's dimensions shared out among the input's
+so that each input dimension is the exact product of its share, in another order (a generated kernel
+(bands, k * k * E) viewed as (E, bands, k, k): the last axis split into k, k, E with E moved first).
+The same call site does this on at least MIN_STEPS sampled steps. Calls made by torch's own code are
+left out: nn.MultiheadAttention's head split, (T, B, E) into (T, B * heads, E / heads), matches the
+rule whenever B * heads happens to equal E and E / heads equals B. A reshape whose sizes only coincide
+with a reordering would also match; sizes that are all different make that unlikely, and equal sizes
+swapped keep the shape, so that form is not seen.
 """
 from __future__ import annotations
 
@@ -75,7 +78,41 @@ def reordering(source: tuple, result: tuple) -> tuple | None:
         moved = {d for d, was in zip(order, s) if d != was}
         if not crosses(order, r) and moved <= set(r):
             return order
+    if len(r) <= MAX_DIMS and sorted(r) != sorted(s) and split_into(s, r) is not None:
+        return r   # some axes split into factors that are the output's axes, then put in another order
     return None
+
+
+def split_into(source: tuple, result: tuple) -> list | None:
+    """For each of `source`'s dimensions (size 1 left out), the sizes of `result`'s dimensions it splits
+    into, when `result`'s dimensions can be shared out so (each used once, products exact): a generated
+    kernel (bands, k * k * E) viewed as (E, bands, k, k) is (bands, k, k, E) put in another order. None
+    when no such sharing exists."""
+    s = [d for d in source if d != 1]
+    r = [d for d in result if d != 1]
+
+    def share(i: int, left: tuple) -> list | None:
+        if i == len(s):
+            return [] if not left else None
+        for n in range(1, len(left) + 1):
+            for picked in sorted(set(itertools.combinations(left, n))):
+                if _product(picked) != s[i]:
+                    continue
+                rest = list(left)
+                for d in picked:
+                    rest.remove(d)
+                tail = share(i + 1, tuple(rest))
+                if tail is not None:
+                    return [picked, *tail]
+        return None
+    return share(0, tuple(r))
+
+
+def _product(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
 
 
 class ViewReordersDimensions(Check):
@@ -119,14 +156,25 @@ class ViewReordersDimensions(Check):
                 continue
             where = f" at {site}" if site else ""
             message = (f"{name}{where} turned a {_shape(source)} tensor into {_shape(result)} on "
-                       f"{plural(steps, 'sampled step')} from step {first}: that is the input's dimensions in "
-                       f"the order {_shape(order)}, but view and reshape never move values, so every slice of the "
+                       f"{plural(steps, 'sampled step')} from step {first}: that is the input's dimensions"
+                       f"{_split_words(source, order)} in the order {_shape(order)}, but view and reshape never move "
+                       f"values, so every slice of the "
                        f"result mixes pieces of different rows, channels or positions; move the axes with "
                        f"permute or transpose first (then reshape)")
             out.append(self.finding(message, where=site, step=first, evidence={
                 "call": name, "input_shape": list(source), "output_shape": list(result),
                 "reordered_as": list(order), "sampled_steps": steps}))
         return out
+
+
+def _split_words(source: tuple, order: tuple) -> str:
+    """" split (512 into 32 x 4 x 4)" when the reordering found splits input dimensions, else ""."""
+    s = tuple(d for d in source if d != 1)
+    if sorted(order) == sorted(s):
+        return ""
+    groups = split_into(s, order) or []
+    parts = [f"{d} into {' x '.join(str(x) for x in g)}" for d, g in zip(s, groups) if len(g) > 1]
+    return f" split ({', '.join(parts)}) and put" if parts else ""
 
 
 def _shape(dims) -> str:
