@@ -1,5 +1,5 @@
-"""KBW023: a convolutional first layer trained on raw-scale inputs (unnormalized-inputs), or a first layer
-evaluated on another scale than trained (normalization-mismatch).
+"""KBW023: a convolutional first layer trained on raw-scale inputs (unnormalized-inputs), a first layer
+evaluated on another scale than trained, or fed inputs the same for every sample (normalization-mismatch).
 
 The first layer is the first leaf module holding parameters to start in a sampled forward pass
 of a model (up to 4 models); a normalization layer there (BatchNorm, LayerNorm, GroupNorm,
@@ -16,8 +16,19 @@ features that another prediction path may scale differently), the training scale
 3 on those batches while on at least 2 evaluation batches it was at least 10 times the largest
 training scale, or at most a tenth of the smallest (a transform applied in one path and not the
 other).
+Criterion, inputs the same for every sample: on every measured call of the first layer (at least 2,
+training and evaluation together, each a batch of at least 8 samples along the first axis), the
+spread between samples (the standard deviation across the batch of each input value, averaged over
+the values) is at most 1e-3 of the inputs' root mean square, while that root mean square is at most
+10 (inputs that look standardized). A unit conversion applied before a z-score with statistics in
+the original units gives about 3e-5 (every value near the same constant, the content in the fourth
+decimal); standardized features, normalized images and reset states of simulated environments give
+1e-2 to 1. Batches of identical samples (spread below 1e-6 of the root mean square: a repeated
+condition, one diffusion timestep for the whole batch, a dummy input) are not measured.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -28,13 +39,18 @@ RAW = 10.0
 UNIT = 3.0
 FACTOR = 10.0
 MAX_MODELS = 4
+MIN_SAMPLES = 8
+FLAT = 1e-3       # spread between samples, as a share of the root mean square, at or below which inputs are the same
+IDENTICAL = 1e-6  # below this share the samples are copies of one another and the call is not measured
+FLAT_RMS = 10.0
+MIN_FLAT_CALLS = 2
 _NORMS = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.LayerNorm, torch.nn.GroupNorm,
           torch.nn.modules.instancenorm._InstanceNorm)
 _EMBEDDINGS = (torch.nn.Embedding, torch.nn.EmbeddingBag)
 
 
 class _Layer:
-    __slots__ = ("name", "cls", "site", "conv", "stats", "indirect")
+    __slots__ = ("name", "cls", "site", "conv", "stats", "indirect", "flat")
 
     def __init__(self, name, cls, site, module):
         self.name, self.cls, self.site = name, cls, site
@@ -42,6 +58,8 @@ class _Layer:
         # per path (True: training, False: evaluation): [count, low scale, high scale, mean, std, first step]
         self.stats = {True: [0, float("inf"), 0.0, None, None, None], False: [0, float("inf"), 0.0, None, None, None]}
         self.indirect = False  # some measured input was not the model's own input
+        # batches of MIN_SAMPLES or more: [measured, highest spread share, highest rms, lowest rms, first step]
+        self.flat = [0, 0.0, 0.0, float("inf"), None]
 
 
 class InputScale(Check):
@@ -50,7 +68,8 @@ class InputScale(Check):
     name = "input-scale"
     entry = "unnormalized-inputs"
     also = ("normalization-mismatch",)
-    title = "raw-scale inputs (0-255 pixels) into a first convolution, or first-layer inputs on another scale in evaluation"
+    title = ("raw-scale inputs (0-255 pixels) into a first convolution, first-layer inputs on another scale in evaluation, "
+             "or first-layer inputs nearly the same for every sample")
     confidence = 0.8
 
     def __init__(self, session):
@@ -87,7 +106,11 @@ class InputScale(Check):
         if st[0] >= BATCHES:
             return
         x = x.detach().float()
-        mean, std = torch.stack([x.mean(), x.std()]).tolist()
+        if x.dim() >= 2 and x.shape[0] >= MIN_SAMPLES:
+            mean, std, spread, rms = torch.stack([x.mean(), x.std(), x.std(0).mean(), x.square().mean().sqrt()]).tolist()
+            _flat(layer.flat, spread, rms, self.session.step)
+        else:
+            mean, std = torch.stack([x.mean(), x.std()]).tolist()
         scale = max(abs(mean), std)
         st[0] += 1
         st[1], st[2] = min(st[1], scale), max(st[2], scale)
@@ -123,7 +146,30 @@ class InputScale(Check):
                     "layer": layer.name, "train_scale": [train[1], train[2]],
                     "eval_scale": [evaluation[1], evaluation[2]], "eval_mean": evaluation[3],
                     "eval_std": evaluation[4]}))
+            flat = layer.flat
+            if flat[0] >= MIN_FLAT_CALLS and flat[1] <= FLAT and flat[2] <= FLAT_RMS:
+                message = (f"the first layer {where} received inputs that are nearly the same for every sample: on "
+                           f"{flat[0]} calls from step {flat[4]} the spread between the samples of a batch was at most "
+                           f"{flat[1]:.2g} of the inputs' root mean square ({flat[3]:.3g}-{flat[2]:.3g}), so the "
+                           f"content sits in the last digits of a near-constant value and the model cannot tell its "
+                           f"inputs apart: the preprocessing does not match the data (a unit conversion before a "
+                           f"z-score with statistics in the original units, a mean and std of another unit or "
+                           f"dataset); print a few samples of the tensor passed to the model and compare them")
+                out.append(self.finding(message, where=layer.site, step=flat[4], confidence=0.55,
+                                        entry="normalization-mismatch", evidence={
+                    "layer": layer.name, "calls": flat[0], "spread_share": flat[1], "rms": [flat[3], flat[2]]}))
         return out
+
+
+def _flat(flat: list, spread: float, rms: float, step: int) -> None:
+    """Record one batch's spread between samples as a share of its root mean square (copies of one
+    sample, or an all-zero or non-finite batch, are not measured)."""
+    if not (rms > 0 and math.isfinite(rms) and math.isfinite(spread)) or spread <= IDENTICAL * rms:
+        return
+    flat[0] += 1
+    flat[1], flat[2], flat[3] = max(flat[1], spread / rms), max(flat[2], rms), min(flat[3], rms)
+    if flat[4] is None:
+        flat[4] = step
 
 
 def _storage(t: torch.Tensor) -> int:
