@@ -799,6 +799,49 @@ def test_a_model_that_returns_a_parameter_gets_no_hook_on_it(one_thread):
     assert not model.logits._backward_hooks
 
 
+def test_layers_no_train_or_eval_call_reached_are_told_from_deliberate_modes(one_thread):
+    """KBW012 hears every Module.train() call: a Dropout built after model.eval() and put in its place is
+    reported at the first grad-free forward; one given the mode of the layer it replaces, one switched
+    back on with .train() (MC dropout) or a deep copy of such a model (its flags copied) is not; and
+    torch's Module.train is put back after watching."""
+    import copy
+
+    from torch import nn
+
+    from kb_tools.watch.checks.kbw012_train_eval_mode import TrainEvalMode
+    from kb_tools.watch.session import Session
+    original = nn.Module.train
+
+    def run(prepare) -> list:
+        session = Session(checks=[TrainEvalMode], stop_run=False)
+        session.install()
+        try:
+            torch.manual_seed(0)
+            model = prepare(nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2)).eval())
+            with torch.no_grad():
+                model(torch.randn(3, 4))
+        finally:
+            session.end()
+            session.uninstall()
+        return session.findings()
+
+    def replaced(model, mode=None):
+        model[1] = nn.Dropout(0.3) if mode is None else nn.Dropout(0.3).train(mode)
+        return model
+
+    def switched_on(model):
+        model[1].train()
+        return model
+
+    found = run(replaced)
+    assert [f["code"] for f in found] == ["KBW012"] and "no train() or eval() call ever reached it" in found[0]["message"]
+    assert found[0]["evidence"]["layers"] == ["1 (Dropout)"]
+    assert run(lambda m: replaced(m, False)) == []
+    assert run(switched_on) == []
+    assert run(lambda m: copy.deepcopy(switched_on(m))) == []
+    assert nn.Module.train is original
+
+
 @pytest.mark.parametrize("source, result, order", [
     ((8, 16, 16, 3), (8, 3, 16, 16), (8, 3, 16, 16)),   # NHWC batch viewed as NCHW
     ((2, 32, 48), (32, 96), (32, 2, 48)),               # (directions, B, H) final state viewed (B, 2H)
@@ -815,11 +858,31 @@ def test_a_model_that_returns_a_parameter_gets_no_hook_on_it(one_thread):
     ((64, 32, 4, 4), (4, 4, 4, 4, 4, 32), (64, 4, 4, 32)),  # channels-first windows read as channels-last
     ((64, 4, 4, 32), (4, 4, 4, 4, 4, 32), None),        # channels-last windows split back: no reordering
     ((100, 32, 512), (100, 256, 64), None),             # (T, B, E) heads split and merged with the batch
+    ((6, 512), (32, 6, 4, 4), (32, 6, 4, 4)),           # generated (bands, k * k * E) kernel viewed (E, bands, k, k)
+    ((6, 512), (6, 4, 4, 32), None),                    # the same kernel split in its own order
 ], ids=["nhwc", "lstm-state", "heads", "time-major", "matrix", "merge", "split", "merge-and-split", "mha-split",
-        "no-order", "unit-axis", "same-shape", "windows-unpermuted", "windows", "mha-realistic"])
+        "no-order", "unit-axis", "same-shape", "windows-unpermuted", "windows", "mha-realistic", "kernel-split-moved",
+        "kernel-split"])
 def test_a_view_is_a_reordering_only_when_it_crosses_its_input_and_a_reorder_gives_it(source, result, order):
     from kb_tools.watch.checks.kbw074_view_reorders_dimensions import reordering
     assert reordering(source, result) == order
+
+
+def test_a_loss_input_cancels_only_when_every_path_to_a_leaf_is_a_minus_a_plus_a_constant():
+    """KBW034's second form: a straight-through output subtracted from its own input has exactly zero
+    gradient; the estimator itself, a detached subtraction and a second path do not cancel."""
+    from kb_tools.watch.checks.kbw034_loss_term_detached import gradient_cancelled
+    w = torch.randn(4, requires_grad=True)
+    x, q = w * 2, torch.randn(4)
+    st = x + (q - x).detach()
+    forms = {"x - st": (x - st, True), "st - x": (st - x, True), "x - x": (x - x, True),
+             "st": (st, False), "x - q.detach()": (x - q, False), "(x - st) + x": ((x - st) + x, False),
+             "leaf": (w, False)}
+    for name, (t, cancelled) in forms.items():
+        assert gradient_cancelled([t, None]) is cancelled, name
+        if cancelled:
+            (grad,) = torch.autograd.grad(t.sum(), w, retain_graph=True)
+            assert not grad.any(), name
 
 
 def _masked_loss_forms():
@@ -1331,3 +1394,117 @@ def test_a_slow_dataset_is_not_read_past_the_budget_and_a_huge_item_is_kept_smal
     volume = torch.arange(3 * MAX_PART_VALUES, dtype=torch.float32)
     kept = _leaves((volume, 1))[0]
     assert kept.numel() <= MAX_PART_VALUES and torch.equal(kept, _leaves((volume.clone(), 1))[0])
+
+
+def test_the_torch_tensor_wrapper_returns_what_torch_does_and_looks_only_on_sampled_steps(one_thread, monkeypatch):
+    """torch.tensor / torch.as_tensor under watch give what torch gives for every kind of data (values,
+    dtype, no graph; as_tensor of a tensor is that tensor); on an unsampled step the data is not even
+    searched, and on a sampled one only data holding tensors that require grad reaches the check."""
+    import warnings
+
+    import numpy as np
+
+    from kb_tools.watch import hooks
+    from kb_tools.watch.checks import Check
+    from kb_tools.watch.session import Session
+    original_tensor, original_as_tensor = torch.tensor, torch.as_tensor
+    seen = []
+
+    class Probe(Check):
+        code, name, entry = "KBW999", "copy-probe", "loss-detached-from-graph"
+
+        def on_tensor_copy(self, name, sources, copy, site):
+            seen.append((name, len(sources), site))
+
+    w = torch.randn(3, requires_grad=True)
+    terms = [(w * 2).sum(), (w * 3).sum()]
+    forms = [([1.0, 2.0], {}), ([[1, 2], [3, 4]], {"dtype": torch.float64}), (np.arange(4.0), {}), (3.5, {}),
+             (terms, {}), (([terms[0]], [terms[1]]), {}), (w, {}), ([0.5], {"requires_grad": True})]
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    session = Session(checks=[Probe], stop_run=False)
+    session.add_model(model)
+    session.add_optimizer(opt)
+    session.install()
+    try:
+        assert torch.tensor is not original_tensor
+        for data, kwargs in forms:
+            for wrapped, original in ((torch.tensor, original_tensor), (torch.as_tensor, original_as_tensor)):
+                if original is original_as_tensor and "requires_grad" in kwargs:
+                    continue
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    got, want = wrapped(data, **kwargs), original(data, **kwargs)
+                assert got.dtype == want.dtype and torch.equal(got.detach(), want.detach())
+                assert got.requires_grad == want.requires_grad and (got.grad_fn is None) == (want.grad_fn is None)
+        assert torch.as_tensor(w) is w
+        sampled = [(name, n) for name, n, _ in seen]
+        assert sampled == [("tensor", 2), ("as_tensor", 2), ("tensor", 2), ("as_tensor", 2), ("tensor", 1)], seen
+        assert all(site.split(":")[0].endswith("test_watch.py") for _, _, site in seen), seen
+        seen.clear()
+        with torch.no_grad():
+            torch.tensor(terms)
+        for _ in range(12):  # past the warmup: step 12 is not sampled
+            opt.zero_grad()
+            model(torch.randn(2, 3)).sum().backward()
+            opt.step()
+        assert not session.sampled
+
+        def searched(*args):
+            raise AssertionError("data searched on an unsampled step")
+        monkeypatch.setattr(hooks, "_grad_tensors", searched)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert torch.equal(torch.tensor(terms), original_tensor([t.item() for t in terms]))
+        assert seen == []
+    finally:
+        session.uninstall()
+    assert torch.tensor is original_tensor and torch.as_tensor is original_as_tensor
+
+
+def test_the_copy_trace_leaves_the_function_mode_stack_as_it_found_it(one_thread):
+    """KBW091 follows a copy with a torch function mode from the copy to backward(): the mode is gone
+    after the step, a mode the user enters and leaves meanwhile is theirs to pop, no trace starts
+    while another mode is active (its exit would pop the trace instead), and a loss copied after its
+    backward() (logged) starts none."""
+    import warnings
+
+    from torch.overrides import TorchFunctionMode
+
+    from kb_tools.watch.checks.kbw091_loss_term_copied_by_tensor import LossTermCopiedByTensor
+    from kb_tools.watch.session import Session
+
+    class Users(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    session = Session(checks=[LossTermCopiedByTensor], stop_run=False)
+    session.add_model(model)
+    session.add_optimizer(opt)
+    session.install()
+    check = session.checks[0]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for _ in range(4):
+                out = model(torch.randn(4, 3))
+                copied = torch.tensor([out[:, 0].mean(), out[:, 1].mean()])
+                assert torch._C._len_torch_function_stack() == 1 and check.trace is not None
+                with Users():
+                    loss = out.pow(2).mean() + copied.sum()
+                assert torch._C._len_torch_function_stack() == 1
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                assert torch._C._len_torch_function_stack() == 0 and check.trace is None
+                torch.tensor([loss, loss])  # logged after the step, no forward since: not followed
+                assert torch._C._len_torch_function_stack() == 0 and check.trace is None
+            with Users():
+                torch.tensor([model(torch.randn(4, 3)).sum()])
+                assert torch._C._len_torch_function_stack() == 1 and check.trace is None
+    finally:
+        session.uninstall()
+    assert torch._C._len_torch_function_stack() == 0
+    assert [f["code"] for f in session.findings()] == ["KBW091"]
