@@ -42,6 +42,7 @@ import weakref
 import torch
 
 from kb_tools.watch.checks import Check, created_at, names, plural
+from kb_tools.watch.checks.kbw038_dropout_in_eval import MC_CALLS  # a run of Monte Carlo sampling, counted alike
 from kb_tools.watch.checks.tensors import fingerprint, first_tensor
 from kb_tools.watch.sites import caller_is_torch, user_site
 
@@ -51,7 +52,6 @@ MAX_CANDIDATES = 8   # forwards of one model awaiting the next optimizer step to
 _DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout,
             torch.nn.FeatureAlphaDropout)
 _NORM = (torch.nn.modules.batchnorm._BatchNorm,)
-MC_CALLS = 5          # consecutive calls on one input that make a run of Monte Carlo sampling (as KBW038 counts them)
 MIN_UNSET_FORWARDS = {"attached": 1, "loaded": 2}
 MAX_LOADED = 32       # modules load_state_dict was called on, remembered
 # the forwards that read `training` (a subclass that overrides forward may drop units in both modes: MC dropout)
@@ -171,9 +171,14 @@ class TrainEvalMode(Check):
 
     def _has_unset(self, module) -> bool:
         """Whether the module holds a mode-dependent layer in training mode that no train()/eval() call reached."""
+        return any(self._never_switched(m) for m in module.modules())
+
+    def _never_switched(self, m) -> bool:
+        """A Dropout/BatchNorm layer in training mode, built by a constructor call of this run, that no
+        train()/eval() call ever reached."""
         s = self.session
-        return any(isinstance(m, _DROPOUT + _NORM) and m.training and _mode_matters(m) and m not in s.modes_set
-                   and m in s.module_sites for m in module.modules())
+        return isinstance(m, _DROPOUT + _NORM) and m.training and _mode_matters(m) and m not in s.modes_set \
+            and m in s.module_sites
 
     def on_end(self):
         for _, handle in self.probes.values():
@@ -253,9 +258,7 @@ class TrainEvalMode(Check):
         s = self.session
         st.scan_step = s.step
         st.unset = [(f"{s.module_names.get(id(m), path or type(m).__name__)} ({type(m).__name__})", weakref.ref(m),
-                     s.module_sites.get(m)) for path, m in module.named_modules()
-                    if isinstance(m, _DROPOUT + _NORM) and m.training and _mode_matters(m) and m not in s.modes_set
-                    and m in s.module_sites]
+                     s.module_sites.get(m)) for path, m in module.named_modules() if self._never_switched(m)]
         st.loaded_at = None
         if not st.unset or not module.training:
             return

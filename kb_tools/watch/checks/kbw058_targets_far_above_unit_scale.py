@@ -27,7 +27,7 @@ import math
 import torch
 
 from kb_tools.watch.checks import Check, loss_where, plural
-from kb_tools.watch.checks.tensors import mse_target_stats
+from kb_tools.watch.checks.tensors import feature_moments, mse_target_stats
 
 MIN_CALLS = 5
 MIN_RMS = 100.0
@@ -109,9 +109,7 @@ class TargetsFarAboveUnitScale(Check):
             y = call.target
             if isinstance(y, torch.Tensor) and y.is_floating_point() and len(u.targets) < MAX_CALLS \
                     and y.shape == call.input.shape and y.shape[:-1].numel() >= 2:
-                flat = y.detach().double().reshape(-1, y.shape[-1])
-                std, mean = torch.std_mean(flat, dim=0)
-                u.targets.append((mean.tolist(), std.tolist()))
+                u.targets.append(feature_moments(y))
         stats = mse_target_stats(call)
         if stats is None:
             return

@@ -42,7 +42,7 @@ import math
 import torch
 
 from kb_tools.watch.checks.loaders import LoaderRoleCheck
-from kb_tools.watch.checks.tensors import first_tensor
+from kb_tools.watch.checks.tensors import feature_moments, first_tensor
 
 MIN_VALUES = 64
 MAX_CALLS = 6
@@ -156,7 +156,7 @@ class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
             if output is not x:
                 t.identity = False
             elif len(t.train) < MAX_CALLS and x.shape[:-1].numel() >= 2 and (not t.train or len(t.train[0][0]) == x.shape[-1]):
-                t.train.append(_features(x))
+                t.train.append(feature_moments(x))
             return
         if output is x or not isinstance(output, torch.Tensor) or output.shape != x.shape or not output.is_floating_point() \
                 or not t.train or len(t.train[0][0]) != x.shape[-1] or x.shape[:-1].numel() < 2 or t.eval >= 2 * MAX_CALLS:
@@ -165,8 +165,8 @@ class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
         t.eval += 1
         train_mean, train_std = (torch.tensor(v, device="cpu").mean(0) for v in zip(*t.train))
         seen = train_std > 0
-        in_mean, in_std = (torch.tensor(v, device="cpu") for v in _features(x))
-        out_mean, out_std = (torch.tensor(v, device="cpu") for v in _features(output))
+        in_mean, in_std = (torch.tensor(v, device="cpu") for v in feature_moments(x))
+        out_mean, out_std = (torch.tensor(v, device="cpu") for v in feature_moments(output))
         if not bool(seen.any()):
             return
         matched = bool(((in_mean - train_mean).abs() <= MATCH_SHIFT * train_std)[seen].all()) and \
@@ -227,10 +227,3 @@ class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
                 "transform": t.name, "model": t.model, "eval_calls": t.hits, "feature": k, "eval_mean": eval_mean,
                 "eval_std": eval_std, "train_mean": train_mean, "train_std": train_std}))
         return out
-
-
-def _features(x: torch.Tensor) -> tuple:
-    """Per feature (the last axis): the mean and the standard deviation over all other axes, as lists."""
-    flat = x.detach().float().reshape(-1, x.shape[-1])
-    std, mean = torch.std_mean(flat, dim=0)
-    return mean.tolist(), std.tolist()

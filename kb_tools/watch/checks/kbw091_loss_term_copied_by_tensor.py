@@ -223,14 +223,19 @@ class LossTermCopiedByTensor(Check):
         self.retired = [trace for trace in self.retired if not _remove(trace)][:8]
 
     def on_any_backward(self, tensors):
-        if self.trace is not None and not self.session.sampled:
-            self._stop()  # a copy made after the sampled step's backward (a logged loss) is not followed further
+        self._stop_unsampled()
 
     def on_any_step_pre(self, optimizer):
+        self._stop_unsampled()
+
+    def _stop_unsampled(self) -> None:
+        """On an unsampled step nothing is judged: a trace still on is taken off (sampled steps judge it in
+        on_before_backward and on_step_pre), and one stopped inside its own handler (backward() is a torch
+        function, run with the mode taken off) goes now."""
         if self.trace is not None and not self.session.sampled:
             self._stop()
         elif self.retired:
-            self._tidy()  # a trace stopped inside its own handler (backward() is a torch function) goes now
+            self._tidy()
 
     def on_step_pre(self, optimizer):
         self._stop()

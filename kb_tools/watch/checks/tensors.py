@@ -219,6 +219,14 @@ def value_fingerprint(p) -> tuple:
     return float(x.sum()), float(x.abs().sum()), float((x * x).sum())
 
 
+def feature_moments(x: torch.Tensor) -> tuple:
+    """Per feature (the last axis): the mean and the standard deviation over all other axes, as lists
+    (the scale of inputs or targets column by column, kept as plain numbers)."""
+    flat = x.detach().double().reshape(-1, x.shape[-1])
+    std, mean = torch.std_mean(flat, dim=0)
+    return mean.tolist(), std.tolist()
+
+
 def leading_values(t: torch.Tensor, n: int) -> torch.Tensor:
     """The first `n` values of `t`, flattened and detached (a view): a bounded sample of a parameter
     to compare before and after an optimizer step, whatever the parameter's size."""
