@@ -1508,3 +1508,47 @@ def test_the_copy_trace_leaves_the_function_mode_stack_as_it_found_it(one_thread
         session.uninstall()
     assert torch._C._len_torch_function_stack() == 0
     assert [f["code"] for f in session.findings()] == ["KBW091"]
+
+
+def test_the_causal_probe_reads_the_steps_graph_and_changes_nothing_in_training(one_thread):
+    """KBW093 takes a gradient on the step's own graph: the losses and weights of a watched run equal an
+    unwatched run's bit for bit, the probe's finding names the unmasked model, and a masked one is silent."""
+    from torch import nn
+
+    from kb_tools.watch import watch
+
+    class TinyLM(nn.Module):
+        def __init__(self, causal):
+            super().__init__()
+            self.causal = causal
+            self.tok = nn.Embedding(20, 16)
+            self.block = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+            self.head = nn.Linear(16, 20)
+
+        def forward(self, ids):
+            mask = nn.Transformer.generate_square_subsequent_mask(ids.shape[1]) if self.causal else None
+            return self.head(self.block(self.tok(ids), src_mask=mask))
+
+    def run(causal, watched):
+        torch.manual_seed(0)
+        model = TinyLM(causal)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+        handle = watch(model, optimizer, steps=6, every=1, stream=io.StringIO()) if watched else None
+        ids = torch.randint(0, 20, (8, 12), generator=torch.Generator().manual_seed(1))
+        losses = []
+        for _ in range(6):
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(ids)[:, :-1].reshape(-1, 20), ids[:, 1:].reshape(-1))
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        codes = [f["code"] for f in handle.findings] if watched else None
+        if watched:
+            handle.stop()
+        return losses, [p.detach().clone() for p in model.parameters()], codes
+
+    plain_losses, plain_weights, _ = run(causal=False, watched=False)
+    losses, weights, codes = run(causal=False, watched=True)
+    assert losses == plain_losses and all(torch.equal(a, b) for a, b in zip(weights, plain_weights))
+    assert "KBW093" in codes
+    assert "KBW093" not in run(causal=True, watched=True)[2]

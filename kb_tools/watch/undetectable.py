@@ -53,11 +53,9 @@ UNDETECTABLE = {
     "overfitting-val-loss-rises": "shows over epochs of validation, far beyond a short watched run",
     "misleading-metric-improvement": "the metric is computed outside torch, and what it measures is the user's choice",
     "noisy-eval-estimate": "needs the spread of the metric over repeated evaluations, outside the run",
-    "causal-mask-missing": "whether attention should be causal is the model's design; the attention op looks the same",
     # errors torch raises itself, named in the run's error
     "inplace-autograd-error": "torch raises its own RuntimeError naming the op; the watcher reports it as the run's error",
     # practices and triage procedures, not faults
-    "batch-independence-check": "a test to run (one sample's gradient with respect to the others), not a fault",
     "compare-reference-implementation": "needs a reference implementation to compare with",
     "fixed-seed": "launch-to-launch noise needs several launches compared",
     "log-actual-lr": "advice on what to log, not a fault",
