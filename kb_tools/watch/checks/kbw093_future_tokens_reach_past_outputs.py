@@ -6,12 +6,14 @@ Criterion: on a sampled training step, an nn.Embedding of a watched model receiv
 (T >= MIN_LENGTH) and returns an output with a gradient path; a cross_entropy or nll_loss call of
 the same step gets logits laid out (B * (T - k), V) or (B, T - k, V), k in 0..2, and integer
 targets that equal the ids one position later (KBW075's reading) on at least SHARE of at least
-MIN_POSITIONS positions. The check then takes, once, the gradient of a fixed random projection of
+MIN_POSITIONS positions (every such call of the step: the decoder and an encoder fed the same ids). The
+check then takes, once for each, the gradient of a fixed random projection of
 the first row's logits at the middle position t0 with respect to that embedding output
 (torch.autograd.grad on the step's own graph, no second forward, the parameters' .grad untouched):
 for a causal model it is exactly zero at every position after t0. Reported when, in that row, the
 largest gradient norm at a position after t0 is at least LEAK of the largest at a position before
-t0 and more than OTHER_ROWS times the largest in the batch's other rows, on at least MIN_PROBES of
+t0 and more than OTHER_ROWS times the largest in the batch's other rows, for every such call (an
+encoder that reads the whole sequence for a causal decoder is a design), on at least MIN_PROBES of
 the probes taken (at most MAX_PROBES, on different steps) and on every probe. Batch statistics
 (BatchNorm in training mode) reach later positions too, but every row alike, so the last condition
 leaves them out; attention that sees the future stays within its row.
@@ -85,6 +87,7 @@ class FutureTokensReachPastOutputs(Check):
                 or y.is_floating_point() or y.is_complex() or y.numel() < MIN_POSITIONS:
             return
         ignore = call.options.get("ignore_index", -100)
+        aligned = []   # (embedding output, logits as (B, n, V), T, module name) of every call the targets follow
         for _, b, t, name, rows, ref in (o for o in self.outputs if o[0] == step):
             for k in (0, 1, 2):
                 n = t - k
@@ -98,14 +101,20 @@ class FutureTokensReachPastOutputs(Check):
                     continue
                 _, one, compared = shift_shares(rows, y.detach().reshape(b, n)[:ROWS, :MAX_LENGTH].tolist(), ignore)
                 embedded = ref()
-                if compared < MIN_POSITIONS or one < SHARE or embedded is None:
-                    continue
-                self.last_probe_step = step
-                leak, t0 = _leak(logits, embedded)
-                if leak is not None:
-                    self.probes.append((step, leak, t0, t, loss_where(call), name))
-                self.outputs = []
-                return
+                if compared >= MIN_POSITIONS and one >= SHARE and embedded is not None:
+                    aligned.append((embedded, logits, t, name))
+                    break
+        if not aligned:
+            return
+        self.last_probe_step = step
+        self.outputs = []
+        # an encoder may read the whole sequence on purpose (a sentence autoencoder embeds the same ids twice):
+        # the model leaks only if every embedding call the targets follow reaches the earlier logits from later ids
+        leaks = [(_leak(logits, embedded), t, name) for embedded, logits, t, name in aligned]
+        leaks = [(leak, t0, t, name) for (leak, t0), t, name in leaks if leak is not None]
+        if leaks:
+            leak, t0, t, name = min(leaks)
+            self.probes.append((step, leak, t0, t, loss_where(call), name))
 
     def findings(self) -> list:
         leaking = [p for p in self.probes if p[1] >= LEAK]

@@ -15,7 +15,8 @@ class Block(nn.Module):
 
     def forward(self, x):
         h = self.ln_1(x)
-        x = x + self.attn(h, h, h, need_weights=False)[0]
+        causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool, device=x.device).triu(1)  # True: not attended
+        x = x + self.attn(h, h, h, attn_mask=causal, need_weights=False)[0]
         return x + self.mlp(self.ln_2(x))
 
 
