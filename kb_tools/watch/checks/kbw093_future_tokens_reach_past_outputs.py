@@ -142,7 +142,7 @@ def _leak(logits: torch.Tensor, embedded: torch.Tensor):
     t0 = (n - 1) // 2
     at = logits[0, t0, :].float()
     g = torch.Generator(device="cpu").manual_seed(0)
-    projected = (at * torch.randn(at.shape[-1], generator=g).to(at.device)).sum()
+    projected = (at * torch.randn(at.shape[-1], generator=g, device="cpu").to(at.device)).sum()
     with torch.no_grad():   # the graph is only read: no graph is built for the gradient, kb watch's wrapper stays out
         grad, = torch.autograd.grad(projected, embedded, retain_graph=True, allow_unused=True)
     if grad is None or t0 < 1:
