@@ -43,6 +43,15 @@ def shift_shares(ids: list, targets: list, ignore: int):
     return two / compared, one / compared, compared
 
 
+def target_rows(targets: torch.Tensor, rows: int, length: int):
+    """(n, the first ROWS rows of the targets read as [rows, n]) for the n in length, length - 1,
+    length - 2 that the targets' size fits (every position, or all but the last one or two), else None."""
+    for n in (length, length - 1, length - 2):
+        if n > 0 and targets.numel() == rows * n:
+            return n, targets.detach().reshape(rows, n)[:ROWS, :MAX_LENGTH].tolist()
+    return None
+
+
 class TargetsTwoTokensAhead(Check):
     __doc__ = __doc__
     code = "KBW075"
@@ -77,13 +86,12 @@ class TargetsTwoTokensAhead(Check):
         ignore = call.options.get("ignore_index", -100)
         best = None
         for _, b, t, name, rows in (x for x in self.inputs if x[0] == step):
-            for k in (0, 1, 2):
-                if y.numel() != b * (t - k):
-                    continue
-                targets = y.detach().reshape(b, t - k)[:ROWS, :MAX_LENGTH].tolist()
-                two, one, compared = shift_shares(rows, targets, ignore)
-                if compared >= MIN_POSITIONS and (best is None or two > best[0]):
-                    best = (two, one, compared, name)
+            read = target_rows(y, b, t)
+            if read is None:
+                continue
+            two, one, compared = shift_shares(rows, read[1], ignore)
+            if compared >= MIN_POSITIONS and (best is None or two > best[0]):
+                best = (two, one, compared, name)
         if best is None:
             return
         self.sites.count(call, step, best[0] >= SHARE and best[1] <= NEXT_SHARE, best)

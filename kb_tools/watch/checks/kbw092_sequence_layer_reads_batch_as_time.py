@@ -17,24 +17,12 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, names, plural
+from kb_tools.watch.checks.tensors import iter_tensors
 
 MIN_CALLS = 3
 SHARE = 0.5
 MAX_LAYERS = 64
 LAYERS = (torch.nn.RNNBase, torch.nn.MultiheadAttention)
-
-
-def batch_rows(batch, size: int, depth: int = 0) -> bool:
-    """Whether a (nested) batch holds a tensor whose first axis has `size` rows."""
-    if isinstance(batch, torch.Tensor):
-        return batch.dim() >= 1 and batch.shape[0] == size
-    if depth > 2:
-        return False
-    if isinstance(batch, dict):
-        batch = list(batch.values())
-    if isinstance(batch, (list, tuple)):
-        return any(batch_rows(item, size, depth + 1) for item in batch[:16])
-    return False
 
 
 class SequenceLayerReadsBatchAsTime(Check):
@@ -52,7 +40,8 @@ class SequenceLayerReadsBatchAsTime(Check):
 
     def on_batch(self, loader, batch):
         size = getattr(loader, "batch_size", None) if loader is not None else None
-        if not isinstance(size, int) or size < 2 or not batch_rows(batch, size):
+        if not isinstance(size, int) or size < 2 \
+                or not any(t.dim() >= 1 and t.shape[0] == size for t in iter_tensors(batch)):
             return
         shuffled = isinstance(getattr(loader, "sampler", None), torch.utils.data.RandomSampler)
         self.batch = (self.session.step, size, shuffled, self.session.loader_site(loader))

@@ -25,7 +25,7 @@ import weakref
 import torch
 
 from kb_tools.watch.checks import Check, loss_where, this_step
-from kb_tools.watch.checks.kbw075_targets_two_tokens_ahead import MAX_LENGTH, ROWS, shift_shares
+from kb_tools.watch.checks.kbw075_targets_two_tokens_ahead import MAX_LENGTH, ROWS, shift_shares, target_rows
 
 MIN_LENGTH = 8
 MIN_POSITIONS = 16
@@ -89,21 +89,20 @@ class FutureTokensReachPastOutputs(Check):
         ignore = call.options.get("ignore_index", -100)
         aligned = []   # (embedding output, logits as (B, n, V), T, module name) of every call the targets follow
         for _, b, t, name, rows, ref in (o for o in self.outputs if o[0] == step):
-            for k in (0, 1, 2):
-                n = t - k
-                if y.numel() != b * n:
-                    continue
-                if x.dim() == 2 and x.shape[0] == b * n:
-                    logits = x.reshape(b, n, x.shape[1])
-                elif x.dim() == 3 and tuple(x.shape[:2]) == (b, n):
-                    logits = x
-                else:
-                    continue
-                _, one, compared = shift_shares(rows, y.detach().reshape(b, n)[:ROWS, :MAX_LENGTH].tolist(), ignore)
-                embedded = ref()
-                if compared >= MIN_POSITIONS and one >= SHARE and embedded is not None:
-                    aligned.append((embedded, logits, t, name))
-                    break
+            read = target_rows(y, b, t)
+            if read is None:
+                continue
+            n, targets = read
+            if x.dim() == 2 and x.shape[0] == b * n:
+                logits = x.reshape(b, n, x.shape[1])
+            elif x.dim() == 3 and tuple(x.shape[:2]) == (b, n):
+                logits = x
+            else:
+                continue
+            _, one, compared = shift_shares(rows, targets, ignore)
+            embedded = ref()
+            if compared >= MIN_POSITIONS and one >= SHARE and embedded is not None:
+                aligned.append((embedded, logits, t, name))
         if not aligned:
             return
         self.last_probe_step = step
@@ -135,17 +134,18 @@ class FutureTokensReachPastOutputs(Check):
 def _leak(logits: torch.Tensor, embedded: torch.Tensor):
     """(largest gradient norm at a position after t0 / the largest at a position before t0, t0), for a
     random projection of the first row's logits at the middle position t0, taken with respect to the
-    embedding output; (None, t0) when no gradient reaches the earlier positions, or when the later
-    positions get no more than OTHER_ROWS times what the batch's other rows get (a dependence through
-    batch statistics reaches every row alike; one through attention stays in its row)."""
-    n = logits.shape[1]
-    t0 = (n - 1) // 2
+    embedding output; 0.0 when the later positions get no more than OTHER_ROWS times what the batch's
+    other rows get (a dependence through batch statistics reaches every row alike; one through
+    attention stays in its row); None when no gradient reaches the earlier positions."""
+    t0 = (logits.shape[1] - 1) // 2
+    if t0 < 1:
+        return None, t0
     at = logits[0, t0, :].float()
     g = torch.Generator(device="cpu").manual_seed(0)
     projected = (at * torch.randn(at.shape[-1], generator=g, device="cpu").to(at.device)).sum()
     with torch.no_grad():   # the graph is only read: no graph is built for the gradient, kb watch's wrapper stays out
         grad, = torch.autograd.grad(projected, embedded, retain_graph=True, allow_unused=True)
-    if grad is None or t0 < 1:
+    if grad is None:
         return None, t0
     own = grad[0].float().norm(dim=-1)
     before, after = float(own[:t0].max()), float(own[t0 + 1:].max())
