@@ -1552,3 +1552,72 @@ def test_the_causal_probe_reads_the_steps_graph_and_changes_nothing_in_training(
     assert losses == plain_losses and all(torch.equal(a, b) for a, b in zip(weights, plain_weights))
     assert "KBW093" in codes
     assert "KBW093" not in run(causal=True, watched=True)[2]
+
+
+def test_a_dropout_that_never_reads_the_mode_is_found_while_training_and_a_gated_one_is_not(one_thread):
+    """KBW094 reads the call path of a dropout seen during training: F.dropout with `training` left at its
+    default, or a hand-drawn mask, reached from forward() with nothing on the way naming the mode, is
+    reported at the dropout's own line; a caller's `if self.training:`, a helper told the mode, and an
+    explicit training=True (Monte Carlo dropout) are not."""
+    from torch import nn
+    from torch.nn import functional as F
+
+    from kb_tools.watch import watch
+
+    def helper_without_mode(x):
+        return F.dropout(x, 0.2)
+
+    def helper_told_mode(x, training):
+        return F.dropout(x, 0.2) if training else x
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(6, 16), nn.Linear(16, 2)
+
+        def forward(self, x):
+            return self.fc2(helper_without_mode(self.fc1(x)))
+
+    class Mask(Net):
+        def forward(self, x):
+            h = self.fc1(x)
+            return self.fc2(h * torch.bernoulli(torch.full_like(h, 0.8)) / 0.8)
+
+    class Explicit(Net):
+        def forward(self, x):
+            return self.fc2(F.dropout(self.fc1(x), 0.2, training=True))
+
+    class HelperTold(Net):
+        def forward(self, x):
+            return self.fc2(helper_told_mode(self.fc1(x), self.training))
+
+    class Gated(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            if self.training:
+                return self.inner(x)
+            return self.inner.fc2(self.inner.fc1(x))
+
+    def findings(model):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        handle = watch(model, optimizer, steps=6, every=1, stream=io.StringIO())
+        x, y = torch.randn(8, 6), torch.randint(0, 2, (8,))
+        for _ in range(4):
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        found = [f for f in handle.findings if f["code"] == "KBW094"]
+        handle.stop()
+        return found
+
+    default = findings(Net())
+    assert len(default) == 1 and default[0]["entry"] == "functional-dropout-in-eval"
+    line = helper_without_mode.__code__.co_firstlineno + 1
+    assert default[0]["where"].endswith(f"test_watch.py:{line}") and default[0]["evidence"]["sampled_steps"] == 4
+    mask = findings(Mask())
+    assert len(mask) == 1 and mask[0]["evidence"]["kind"] == "a hand-drawn mask"
+    for model in (Explicit(), HelperTold(), Gated(Net()), Gated(Mask())):
+        assert findings(model) == [], type(model).__name__

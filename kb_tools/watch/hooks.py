@@ -111,14 +111,20 @@ def _legacy_reduction(bound: dict) -> None:
     bound.pop("reduce", None)
 
 
+_UNSET = object()  # an argument the caller left out
+
+
 def _dropout_wrapper(original):
-    """F.dropout: tell the session when it drops units (training=True, p > 0), on every step: the
-    check behind it costs one comparison unless a model is running in eval mode."""
+    """F.dropout: tell the session when it drops units (training=True, p > 0), and whether the caller
+    passed `training` or left it at its default, on every step: the checks behind it cost one
+    comparison unless a model is running in eval mode (or on a sampled step, in training mode)."""
     @functools.wraps(original)
-    def wrapper(input, p=0.5, training=True, inplace=False):
+    def wrapper(input, p=0.5, training=_UNSET, inplace=False):
+        given = training is not _UNSET
+        training = training if given else True  # F.dropout's own default
         s = _active
         if s is not None and training and p > 0 and not s.stopped:
-            _guard(s, "dropout", s.dropout_call, p)
+            _guard(s, "dropout", s.dropout_call, p, given)
         return original(input, p, training, inplace)
     return wrapper
 

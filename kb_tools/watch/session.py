@@ -728,9 +728,9 @@ class Session:
         if self._handlers["on_checkpoint"]:
             self.dispatch("on_checkpoint", function, site)
 
-    def dropout_call(self, p: float) -> None:
+    def dropout_call(self, p: float, training_given: bool = True) -> None:
         if self._handlers["on_dropout"]:
-            self.dispatch("on_dropout", p)
+            self.dispatch("on_dropout", p, training_given)
 
     def module_forward(self, module, output) -> None:
         self.dispatch("on_module_forward", module, output, torch.is_grad_enabled())

@@ -28,7 +28,8 @@ _SKIP_DIRS = tuple(os.path.dirname(str(m.__file__)) + os.sep for m in (torch,)) 
 _SKIP_FILES = frozenset(m.__file__ for m in (runpy, contextlib, functools))
 
 
-def _skipped(filename: str) -> bool:
+def library_file(filename: str) -> bool:
+    """Whether code in this file is torch's, kb_tools' or the runner's, not the user's."""
     return filename.startswith(_SKIP_DIRS) or filename.startswith("<frozen") or filename in _SKIP_FILES
 
 
@@ -48,7 +49,7 @@ def user_site(depth: int = 2, constructing=None) -> str | None:
     frame: types.FrameType | None = sys._getframe(depth)
     while frame is not None:
         code = frame.f_code
-        if not _skipped(code.co_filename):
+        if not library_file(code.co_filename):
             if constructing is None or code.co_name != "__init__" or frame.f_locals.get("self") is not constructing:
                 return f"{show_path(code.co_filename)}:{frame.f_lineno}"
         frame = frame.f_back

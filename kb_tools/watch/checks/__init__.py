@@ -41,7 +41,8 @@ EVENTS = {
     "on_any_batch": "every call: a DataLoader iterator yielded a batch (loader, batch, the iterator's serial number); "
                     "must be cheap",
     "on_clip": "sampled: clip_grad_norm_ returned (ClipCall: parameters, max_norm, the norm it returned, site)",
-    "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p); must be cheap",
+    "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p, and "
+                  "whether the caller passed training or left it at its default); must be cheap",
     "on_bernoulli": "every call: torch.bernoulli or Tensor.bernoulli / bernoulli_ drew a 0/1 mask (its probability: a "
                     "number, or the tensor of probabilities); dispatched only when a check has it",
     "on_spread": "every call: a std/var whose reduction held one element per output value returned NaN "
@@ -99,7 +100,7 @@ class Check:
     def on_clip(self, call): pass
     def on_autograd_grad(self, outputs, results, site): pass
     def on_reshape(self, name, source_shape, result_shape): pass
-    def on_dropout(self, p): pass
+    def on_dropout(self, p, training_given): pass
     def on_bernoulli(self, probability): pass
     def on_spread(self, call): pass
     def on_log(self, name, source, output): pass

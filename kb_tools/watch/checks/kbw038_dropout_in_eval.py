@@ -30,6 +30,18 @@ from kb_tools.watch.checks.tensors import first_tensor, fingerprint
 MC_CALLS = 5  # consecutive calls on one input that make a run of Monte Carlo sampling (T is 5 to 100 in practice)
 
 
+def single_keep_probability(probability) -> float | None:
+    """The keep probability of a Bernoulli draw when it is one number strictly between 0 and 1 (a
+    tensor of equal values too): a dropout mask. None for per-element probabilities (sampling)."""
+    if isinstance(probability, torch.Tensor):
+        flat = probability.detach().reshape(-1)
+        if flat.numel() == 0 or (flat.numel() > 1 and not bool((flat == flat[0]).all())):
+            return None
+        probability = flat[0]
+    keep = float(probability)
+    return keep if 0 < keep < 1 else None
+
+
 class _Tally:
     """Dropout calls made while a model ran in eval mode, for one call of it or for the whole run."""
     __slots__ = ("calls", "module_calls", "steps", "stale", "model", "p")
@@ -99,7 +111,7 @@ class DropoutInEval(Check):
             self.total.add(self.pending)
         self.pending, self.repeating = _Tally(), False
 
-    def on_dropout(self, p):
+    def on_dropout(self, p, training_given=True):
         if self.current is None:
             return
         t = self.pending
@@ -117,16 +129,11 @@ class DropoutInEval(Check):
 
     def on_bernoulli(self, probability):
         """A mask drawn by hand during an eval-mode call counts as a dropout when its keep probability
-        is one number (a tensor of equal values too; read only while a model runs in eval mode)."""
+        is one number (read only while a model runs in eval mode)."""
         if self.current is None:
             return
-        if isinstance(probability, torch.Tensor):
-            flat = probability.detach().reshape(-1)
-            if flat.numel() == 0 or (flat.numel() > 1 and not bool((flat == flat[0]).all())):
-                return
-            probability = flat[0]
-        keep = float(probability)
-        if 0 < keep < 1:
+        keep = single_keep_probability(probability)
+        if keep is not None:
             self.on_dropout(1 - keep)
 
     def findings(self) -> list:
