@@ -1373,6 +1373,44 @@ def test_a_loader_trains_once_a_backward_follows_its_batch_and_evaluates_after_t
     assert roles.batch(train) is None               # each role is told once
 
 
+def test_a_loader_built_again_over_its_dataset_goes_on_with_the_evaluation_tally_but_not_a_training_one():
+    """An evaluation helper that builds a one-batch loader on each call settles as evaluation on its second
+    call; a loader over the training loader's own dataset (an evaluation on the training set) starts
+    afresh, and a loader over another dataset does too."""
+    from types import SimpleNamespace
+
+    from kb_tools.watch.checks.loaders import LoaderRoles
+
+    class Loader:
+        def __init__(self, dataset):
+            self.dataset = dataset
+
+    class Data:
+        pass
+
+    train_data, val_data, other_data = Data(), Data(), Data()
+    model = SimpleNamespace(module=SimpleNamespace(training=False))
+    roles, train = LoaderRoles(), Loader(train_data)
+    assert roles.batch(train) is None
+    roles.backward()
+    first_val = Loader(val_data)
+    assert roles.batch(first_val) == ("training", train)
+    roles.model_call(model, grad_enabled=False)
+    assert roles.batch(train) is None               # one evaluation batch so far
+    roles.backward()
+    second_val = Loader(val_data)                   # built again by the next evaluation
+    assert roles.batch(second_val) is None
+    roles.model_call(model, grad_enabled=False)
+    assert roles.batch(train) == ("evaluation", second_val)
+    roles.backward()
+    on_training_rows = Loader(train_data)
+    assert roles.batch(on_training_rows) is None
+    roles.model_call(model, grad_enabled=False)
+    assert roles.batch(Loader(other_data)) is None  # a training dataset's tally is not carried over
+    roles.model_call(model, grad_enabled=False)
+    assert roles.batch(train) is None               # the other dataset's loader: one batch only
+
+
 def test_a_slow_dataset_is_not_read_past_the_budget_and_a_huge_item_is_kept_small():
     import time as clock
 

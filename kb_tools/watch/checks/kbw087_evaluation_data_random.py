@@ -185,9 +185,11 @@ def _mean(values: list) -> float:
 
 def random_transforms(dataset) -> list:
     """Names of the augmentations a dataset holds (torchvision's Random* and their kin), found
-    through its dataset/transform attributes; for the message only."""
+    through its dataset, transform and augmentation attributes (`imgaug_transform`, `train_augs`);
+    for the message only."""
     def follow(name, value):
-        return (name in TRANSFORM_ATTRIBUTES or name.startswith("[")) \
+        lowered = name.lower()
+        return (name in TRANSFORM_ATTRIBUTES or name.startswith("[") or "transform" in lowered or "aug" in lowered) \
             and not isinstance(value, (str, bytes, bool, int, float, torch.Tensor))
     names = []
     for _, name, value in attribute_walk(dataset, follow):

@@ -16,19 +16,40 @@ MAX_LOADERS = 16
 
 
 class _Loader:
-    __slots__ = ("ref", "eval_batches", "trained", "announced")
+    __slots__ = ("ref", "dataset", "eval_batches", "trained", "announced")
 
     def __init__(self, loader):
         self.ref = weakref.ref(loader)
+        self.dataset = _weak(getattr(loader, "dataset", None))
         self.eval_batches = 0
         self.trained = False
         self.announced = False
+
+    def continue_from(self, states) -> None:
+        """A loader built again over the dataset of an earlier one that never trained (an evaluation
+        helper that makes its loader on each call, often one batch long) goes on with that one's tally
+        of evaluation batches, and is not announced again."""
+        dataset = self.dataset() if self.dataset is not None else None
+        if dataset is None:
+            return
+        for state in states:
+            if state is not self and not state.trained and state.dataset is not None and state.dataset() is dataset:
+                self.eval_batches = max(self.eval_batches, state.eval_batches)
+                self.announced = self.announced or state.announced
+
+
+def _weak(obj):
+    try:
+        return weakref.ref(obj) if obj is not None else None
+    except TypeError:
+        return None
 
 
 class LoaderRoles:
     """A loader trains once a backward() follows one of its batches before the next batch of any
     loader. It evaluates once MIN_EVAL_BATCHES of its batches were each followed by a watched
-    model's call under no_grad or in eval mode and no backward(), and none by a backward(). The
+    model's call under no_grad or in eval mode and no backward(), and none by a backward(); the
+    batches of earlier loaders over the same dataset that never trained count too. The
     owner forwards its on_any_batch, on_root_forward and on_any_backward calls (every call: each
     costs a few attribute reads)."""
 
@@ -51,7 +72,9 @@ class LoaderRoles:
             if len(self.loaders) >= MAX_LOADERS:
                 state = None
             else:
-                state = self.loaders[id(loader)] = _Loader(loader)
+                state = _Loader(loader)
+                state.continue_from(self.loaders.values())
+                self.loaders[id(loader)] = state
         self.latest, self.evaluated, self.backward_seen = state, False, False
         self.latest_loader = loader if state is not None else None
         return settled
