@@ -67,7 +67,8 @@ class SmallTransformer(nn.Module):
         self.lm_head = nn.Linear(d_model, vocab)
 
     def forward(self, tokens):
-        h = self.encoder(self.embed(tokens) + self.pos)
+        causal = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1], device=tokens.device)
+        h = self.encoder(self.embed(tokens) + self.pos, mask=causal, is_causal=True)
         return self.lm_head(self.norm(h))
 
 

@@ -20,8 +20,9 @@ on uninstall, so the user's code needs no change:
   with its results on sampled steps;
 - std and var (torch.std/var/std_mean/var_mean and the Tensor methods): on every call, a shape test
   on the result; only a reduction of one element per output value looks at its values;
-- log and log1p (torch's and the Tensor methods): on sampled steps, while a check listens, a result
-  that requires grad reaches the checks with its input (a loss written by hand, such as a GAN's);
+- log, log1p, log_softmax and logsumexp (torch's and the Tensor methods; F.log_softmax calls the
+  method): on sampled steps, while a check listens, a result that requires grad reaches the checks
+  with its input (a loss written by hand, such as a GAN's; logits normalised by hand);
 - view and reshape (Tensor.view, Tensor.reshape, torch.reshape): on sampled steps, while a check
   listens, a result of another shape reaches the checks with both shapes (a view that reorders
   dimensions instead of a permute);
@@ -62,7 +63,7 @@ from kb_tools.watch.checks.tensors import inside_function_transform
 from kb_tools.watch.sites import StopWatching, caller_is_torch, user_site
 
 SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
-LOG_FUNCTIONS = ("log", "log1p")
+LOG_FUNCTIONS = ("log", "log1p", "log_softmax", "logsumexp")
 RESHAPE_METHODS = ("view", "reshape")
 COPY_FUNCTIONS = ("tensor", "as_tensor")
 COPY_SCAN = 64  # items of a copy's nested list or tuple searched for a tensor that requires grad
@@ -169,9 +170,9 @@ def _spread_wrapper(name: str, original):
 
 
 def _log_wrapper(name: str, original):
-    """torch.log and log1p (and the Tensor methods): on a sampled step a result that requires grad
-    reaches the checks that listen (a GAN loss written as log(1 - D(G(z))) calls no loss function);
-    otherwise one attribute test per call."""
+    """torch.log, log1p, log_softmax and logsumexp (and the Tensor methods): on a sampled step a result
+    that requires grad reaches the checks that listen (a GAN loss written as log(1 - D(G(z))) calls no
+    loss function; a policy normalises its logits by hand); otherwise one attribute test per call."""
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
         out = original(*args, **kwargs)

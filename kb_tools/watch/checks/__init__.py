@@ -47,8 +47,8 @@ EVENTS = {
                     "number, or the tensor of probabilities); dispatched only when a check has it",
     "on_spread": "every call: a std/var whose reduction held one element per output value returned NaN "
                  "(name, input shape, output shape, grad_enabled, site)",
-    "on_log": "sampled: torch.log or log1p (or the Tensor method) returned a result that requires grad "
-              "(name, input, output); dispatched only when a check has it",
+    "on_log": "sampled: torch.log, log1p, log_softmax or logsumexp (or the Tensor method) returned a result that "
+              "requires grad (name, input, output); dispatched only when a check has it",
     "on_reshape": "sampled: Tensor.view / Tensor.reshape / torch.reshape returned a result of another shape "
                   "(name, input shape, output shape); dispatched only when a check has it",
     "on_autograd_grad": "sampled: torch.autograd.grad with create_graph=True returned (outputs, its results, site); "

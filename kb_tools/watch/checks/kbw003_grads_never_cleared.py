@@ -3,9 +3,10 @@
 Criterion: on at least 3 pairs of consecutive sampled steps, the first backward() after step()
 that reached the optimizer's parameters (a backward() that leaves their gradient unchanged, such
 as a GAN's discriminator pass over a detached sample, is passed over) started from exactly the
-gradient that step() had used (the same non-zero norm, to a relative 1e-6), and on no such pair
-was the gradient cleared (no backward() between the two steps started from a cleared gradient):
-zero_grad() is never called, and the gradient norm grows with the step count (reported as the
+gradient that step() had used or left behind (the same non-zero norm, to a relative 1e-6; an
+optimizer that clips each gradient inside step() leaves another one than it found), and on no
+such pair was the gradient cleared (no backward() between the two steps started from a cleared
+gradient): zero_grad() is never called, and the gradient norm grows with the step count (reported as the
 ratio of the last to the first norm).
 """
 from __future__ import annotations
@@ -18,11 +19,12 @@ MIN_CARRIED = 3
 
 
 class _State:
-    __slots__ = ("at_step", "step_norm", "fresh", "compared", "carried", "cleared", "first_norm", "first_step", "last_norm",
-                 "last_step", "before", "interval_cleared", "interval_carried")
+    __slots__ = ("at_step", "step_norm", "post_norm", "fresh", "compared", "carried", "cleared", "first_norm",
+                 "first_step", "last_norm", "last_step", "before", "interval_cleared", "interval_carried")
 
     def __init__(self):
-        self.at_step = self.step_norm = self.first_norm = self.first_step = self.last_norm = self.last_step = None
+        self.at_step = self.step_norm = self.post_norm = None
+        self.first_norm = self.first_step = self.last_norm = self.last_step = None
         self.fresh, self.compared, self.carried, self.cleared = False, 0, 0, 0
         self.before = self.interval_carried = None
         self.interval_cleared = False
@@ -64,6 +66,7 @@ class GradsNeverCleared(Check):
         st = self.state.get(id(optimizer))
         if st is not None:
             st.fresh, st.interval_cleared, st.interval_carried, st.before = True, False, None, None
+            st.post_norm = self.session.grad_norm(optimizer)
 
     def _open(self):
         """(state, optimizer) of every optimizer whose interval since its last step() is watched."""
@@ -91,7 +94,8 @@ class GradsNeverCleared(Check):
             before, st.before = st.before, None
             if self.session.grad_norm(opt) == before:
                 continue  # this backward() did not reach the parameters (a GAN's other network)
-            st.interval_carried = abs(before - st.step_norm) <= 1e-6 * st.step_norm
+            st.interval_carried = any(norm and abs(before - norm) <= 1e-6 * norm
+                                      for norm in (st.step_norm, st.post_norm))
 
     def findings(self) -> list:
         out = []
@@ -102,7 +106,7 @@ class GradsNeverCleared(Check):
             site = info.site if info is not None else None
             growth = st.last_norm / st.first_norm if st.first_norm else float("nan")
             message = (f"on {st.carried} of {plural(st.compared, 'pair')} of consecutive steps the first backward() "
-                       f"added to the gradient the previous step() had used: nothing clears .grad "
+                       f"added to the gradient the previous step() had used or left: nothing clears .grad "
                        f"({created_at('optimizer', site)}), so each step applies the sum of all gradients so far; "
                        f"the gradient norm at step() went from {st.first_norm:.3g} at step {st.first_step} to "
                        f"{st.last_norm:.3g} at step {st.last_step} ({growth:.1f}x)")

@@ -115,6 +115,8 @@ class SaturatingGeneratorLoss(Check):
         tensor.register_hook(seen)
 
     def on_log(self, name, source, output):
+        if name not in ("log", "log1p"):
+            return
         d = complement_of_sigmoid(source, log1p=(name == "log1p"))
         if d is None or d.numel() == 0:
             return
