@@ -6,8 +6,8 @@ as a GAN's discriminator pass over a detached sample, is passed over) started fr
 gradient that step() had used or left behind (the same non-zero norm, to a relative 1e-6; an
 optimizer that clips each gradient inside step() leaves another one than it found), and on no
 such pair was the gradient cleared (no backward() between the two steps started from a cleared
-gradient): zero_grad() is never called, and the gradient norm grows with the step count (reported as the
-ratio of the last to the first norm).
+gradient): zero_grad() is never called, and the gradient norm grows with the step count
+(reported as the ratio of the last to the first norm).
 """
 from __future__ import annotations
 

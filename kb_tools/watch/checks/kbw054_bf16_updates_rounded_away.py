@@ -66,11 +66,10 @@ class Bf16UpdatesRoundedAway(Check):
             return
         changed = live = 0
         for i, (p, values, mask) in enumerate(before):
-            now = leading_values(p, ELEMENTS)
-            moved, alive = int(((now != values) & mask).sum()), int(mask.sum())
-            changed += moved
-            live += alive
-            self._count_tensor(i, p, (now != values) & mask, mask)
+            moved = (leading_values(p, ELEMENTS) != values) & mask
+            changed += int(moved.sum())
+            live += int(mask.sum())
+            self._count_tensor(i, p, moved, mask)
         if live == 0:
             return
         share = changed / live
@@ -82,6 +81,7 @@ class Bf16UpdatesRoundedAway(Check):
             self.lowest = min(self.lowest, share)
 
     def _count_tensor(self, position: int, p, changed, live) -> None:
+        """Adds one step's masks (values changed, values with a gradient) to the tensor's running union."""
         st = self.per_tensor.get(position)
         if st is None or st[2].shape != changed.shape:
             st = self.per_tensor[position] = [self.session.param_name(p), 0, changed.clone(), live.clone(),
