@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, loss_where
+from kb_tools.watch.checks.tensors import skip_view_nodes
 
 MIN_CALLS = 2
 SHARE = 0.1
@@ -19,25 +20,12 @@ SLACK = 1e-6
 REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 RANGES = {"SigmoidBackward0": ("sigmoid", 0.0, 1.0), "TanhBackward0": ("tanh", -1.0, 1.0),
           "ReluBackward0": ("relu", 0.0, None)}
-PASS_THROUGH = ("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "SqueezeBackward0",
-                "SqueezeBackward1", "SqueezeBackward2", "UnsqueezeBackward0", "ExpandBackward0",
-                "SelectBackward0", "SliceBackward0", "TBackward0", "PermuteBackward0", "TransposeBackward0",
-                "CloneBackward0", "ToCopyBackward0", "FlattenBackward0")
 
 
 def _squashing(tensor):
     """The bounded activation that made `tensor`, looking through view-like autograd nodes."""
-    node = tensor.grad_fn
-    for _ in range(8):
-        if node is None:
-            return None
-        name = type(node).__name__
-        if name in RANGES:
-            return RANGES[name]
-        if name not in PASS_THROUGH:
-            return None
-        node = next((fn for fn, _ in node.next_functions if fn is not None), None)
-    return None
+    node = skip_view_nodes(tensor.grad_fn)
+    return RANGES.get(node.name()) if node is not None else None
 
 
 class OutputRangeCannotReachTargets(Check):

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from kb_tools.watch.checks import Check
-from kb_tools.watch.checks.tensors import constant_factor
+from kb_tools.watch.checks.tensors import constant_factor, skip_view_nodes
 from kb_tools.watch.sites import user_site
 
 MAX_DEPTH = 12
@@ -30,17 +30,7 @@ MAX_NODES = 400
 MIN_STEPS = 3
 MAX_SHARE = 0.95
 MIN_SPREAD = 0.05
-PASS_THROUGH = frozenset({
-    "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "UnsqueezeBackward0", "SqueezeBackward0",
-    "SqueezeBackward1", "SqueezeBackward2", "ExpandBackward0", "TBackward0", "PermuteBackward0",
-    "TransposeBackward0", "CloneBackward0", "ToCopyBackward0", "SelectBackward0", "SliceBackward0"})
 FULL_REDUCTIONS = frozenset({"MeanBackward0", "SumBackward0"})
-
-
-def _skip_views(node):
-    while node is not None and node.name() in PASS_THROUGH and node.next_functions:
-        node = node.next_functions[0][0]
-    return node
 
 
 def _masking(node):
@@ -126,15 +116,15 @@ def find_masked_means(root) -> tuple[list, bool]:
             masking = None
         if masking is not None:
             mask, branch = masking
-            if _is_reduced(_skip_views(branch)) and _share_of_ones(mask) is not None:
+            if _is_reduced(skip_view_nodes(branch)) and _share_of_ones(mask) is not None:
                 on_reduced = True
         if name in ("MeanBackward0", "SumBackward0") and node.next_functions:
-            inner = _skip_views(node.next_functions[0][0])
+            inner = skip_view_nodes(node.next_functions[0][0])
             try:
                 masked = _masking(inner) if inner is not None else None
             except RuntimeError:
                 masked = None
-            if masked is not None and not _is_reduced(_skip_views(masked[1])):
+            if masked is not None and not _is_reduced(skip_view_nodes(masked[1])):
                 count = _numel(inner)
                 divided_by_count = any(kind == "div" and count and abs(value - count) < 0.5 for kind, value in factors)
                 if name == "MeanBackward0" or divided_by_count:

@@ -4,8 +4,8 @@ log-sum-exp written by hand (a policy's `logits - logits.logsumexp(-1)`, Categor
 Criterion: on sampled steps, torch.log_softmax / Tensor.log_softmax (F.log_softmax and
 nn.LogSoftmax call it) or torch.logsumexp / Tensor.logsumexp returns a result that requires grad,
 and its input was made by a softmax: its autograd node is SoftmaxBackward0, reached through
-shape-only nodes (view, reshape, squeeze, unsqueeze, transpose, permute, expand, clone, a dtype
-cast). One call site seen on at least MIN_STEPS sampled steps. Probabilities in [0, 1] read as
+view-like nodes only (tensors.VIEW_NODES: view, reshape, squeeze, select, transpose, expand, clone,
+a dtype cast). One call site seen on at least MIN_STEPS sampled steps. Probabilities in [0, 1] read as
 logits give a distribution close to uniform whatever the model says, and a gradient squeezed by
 both softmaxes: the loss stalls near log(classes). log() of a softmax output is the right way to get
 log-probabilities and is not counted.
@@ -13,33 +13,17 @@ log-probabilities and is not counted.
 from __future__ import annotations
 
 from kb_tools.watch.checks import Check, plural
+from kb_tools.watch.checks.tensors import skip_view_nodes
 from kb_tools.watch.sites import user_site
 
 MIN_STEPS = 2
 MAX_SITES = 16
-SHAPE_ONLY = ("ViewBackward", "ReshapeAliasBackward", "UnsafeViewBackward", "SqueezeBackward", "UnsqueezeBackward",
-              "TransposeBackward", "PermuteBackward", "ExpandBackward", "CloneBackward", "ToCopyBackward",
-              "AliasBackward")
-MAX_HOPS = 8
 
 
 def made_by_softmax(tensor) -> bool:
-    """Whether `tensor` is a softmax's output, possibly reshaped: its autograd node is SoftmaxBackward0
-    behind at most MAX_HOPS shape-only nodes."""
-    node = getattr(tensor, "grad_fn", None)
-    for _ in range(MAX_HOPS):
-        if node is None:
-            return False
-        name = type(node).__name__
-        if name.startswith("SoftmaxBackward"):
-            return True
-        if not name.startswith(SHAPE_ONLY):
-            return False
-        inputs = [n for n, _ in node.next_functions if n is not None]
-        if len(inputs) != 1:
-            return False
-        node = inputs[0]
-    return False
+    """Whether `tensor` is a softmax's output, possibly reshaped (tensors.VIEW_NODES in between)."""
+    node = skip_view_nodes(getattr(tensor, "grad_fn", None))
+    return node is not None and node.name().startswith("SoftmaxBackward")
 
 
 class SoftmaxNormalisedAgain(Check):

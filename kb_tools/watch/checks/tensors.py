@@ -227,6 +227,25 @@ def feature_moments(x: torch.Tensor) -> tuple:
     return mean.tolist(), std.tolist()
 
 
+# autograd nodes that only reshape, select, copy or cast their one input: looked through to the op that
+# made a tensor (the sigmoid behind a squeeze, the softmax behind a view, the mean behind an unsqueeze)
+VIEW_NODES = frozenset({
+    "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "AliasBackward0", "SqueezeBackward0",
+    "SqueezeBackward1", "SqueezeBackward2", "UnsqueezeBackward0", "ExpandBackward0", "SelectBackward0",
+    "SliceBackward0", "TBackward0", "PermuteBackward0", "TransposeBackward0", "CloneBackward0", "ToCopyBackward0",
+    "FlattenBackward0"})
+
+
+def skip_view_nodes(node, limit: int = 16):
+    """The first autograd node at or behind `node` that is not one of VIEW_NODES (None where the chain
+    ends in a tensor that needs no grad)."""
+    for _ in range(limit):
+        if node is None or node.name() not in VIEW_NODES or not node.next_functions:
+            return node
+        node = node.next_functions[0][0]
+    return node
+
+
 def leading_values(t: torch.Tensor, n: int) -> torch.Tensor:
     """The first `n` values of `t`, flattened and detached (a view): a bounded sample of a parameter
     to compare before and after an optimizer step, whatever the parameter's size."""
