@@ -1659,3 +1659,39 @@ def test_a_dropout_that_never_reads_the_mode_is_found_while_training_and_a_gated
     assert len(mask) == 1 and mask[0]["evidence"]["kind"] == "a hand-drawn mask"
     for model in (Explicit(), HelperTold(), Gated(Net()), Gated(Mask())):
         assert findings(model) == [], type(model).__name__
+
+
+def test_split_arrays_are_read_from_tensor_subset_and_numpy_datasets_and_repeated_rows_count_once():
+    """KBW096 reads a TensorDataset's tensors, a Subset's rows of its parent's arrays and a dataset's own
+    NumPy attributes (not integer arrays, not 1-d ones); the input window a later split repeats from the
+    end of the one before is summarized once."""
+    np = pytest.importorskip("numpy")
+    import torch
+    from torch.utils.data import Dataset, Subset, TensorDataset
+
+    from kb_tools.watch.checks.kbw096_scaler_fitted_on_all_splits import _arrays, _new_rows, _Summary
+
+    table = TensorDataset(torch.arange(40.0).reshape(20, 2), torch.arange(20))
+    assert [a.shape for a in _arrays(table)] == [(20, 2)]
+    (rows,) = _arrays(Subset(table, range(10, 15)))
+    assert rows[:, 0].tolist() == [20.0, 22.0, 24.0, 26.0, 28.0]
+
+    class Series(Dataset):
+        def __init__(self):
+            self.data = np.linspace(0, 1, 30, dtype=np.float32).reshape(10, 3)
+            self.ids = np.arange(30).reshape(10, 3)
+            self.weights = np.ones(10, dtype=np.float32)
+
+        def __len__(self):
+            return 10
+
+    (data,) = _arrays(Series())
+    assert data.shape == (10, 3) and float(data.max()) == 1.0
+
+    series = torch.arange(30.0).reshape(15, 2)
+    seen: dict = {}
+    train = _new_rows([series[:10]], seen)
+    later = _new_rows([series[7:]], seen)      # starts 3 rows early, for its first input window
+    assert later[0][:, 0].tolist() == [20.0, 22.0, 24.0, 26.0, 28.0]
+    summary = _Summary(train + later)
+    assert summary.rows == 15 and summary.total.tolist() == series.double().sum(0).tolist()

@@ -139,6 +139,7 @@ class LoaderInfo:
     site: str | None
     batch_size: int | None
     batches: int = 0
+    ref: weakref.ref | None = None   # the loader itself, while it lives (not in the report)
 
     def to_dict(self) -> dict:
         return {"site": self.site, "batch_size": self.batch_size, "batches": self.batches}
@@ -417,7 +418,8 @@ class Session:
 
     def add_loader(self, loader, site: str | None) -> None:
         if len(self.loaders) < MAX_LISTED:
-            self.loaders[id(loader)] = LoaderInfo(site=site, batch_size=getattr(loader, "batch_size", None))
+            self.loaders[id(loader)] = LoaderInfo(site=site, batch_size=getattr(loader, "batch_size", None),
+                                                  ref=weakref.ref(loader))
 
     # ------------------------------------------------------------ lookups the checks share
 
@@ -425,6 +427,11 @@ class Session:
         """file:line where `loader` was created, when it was created while watching."""
         info = self.loaders.get(id(loader)) if loader is not None else None
         return info.site if info is not None else None
+
+    def live_loaders(self) -> list:
+        """The DataLoaders created while watching (or passed to watch()) that still exist, in creation order."""
+        return [loader for loader in (info.ref() for info in self.loaders.values() if info.ref is not None)
+                if loader is not None]
 
     def live_optimizers(self) -> list:
         return [o for o in (info.optimizer for info in self.optimizers.values()) if o is not None]
