@@ -186,6 +186,28 @@ def _log_wrapper(name: str, original):
     return wrapper
 
 
+def _log_prob_wrapper(original):
+    """A torch.distributions class's log_prob: on a sampled step, while a check listens, the
+    distribution, the value scored and the result reach the checks (an NLL written as
+    -Normal(mu, sigma).log_prob(y) calls no loss function); otherwise one attribute test per call."""
+    @functools.wraps(original)
+    def wrapper(self, value, *args, **kwargs):
+        out = original(self, value, *args, **kwargs)
+        s = _active
+        if s is not None and s.sampled and s.log_prob_watched and not s.stopped \
+                and isinstance(value, torch.Tensor) and isinstance(out, torch.Tensor):
+            _guard(s, "log_prob", s.log_prob_call, self, value, out, user_site(depth=2))
+        return out
+    return wrapper
+
+
+def _distribution_classes() -> list:
+    """The classes of torch.distributions that define their own log_prob."""
+    import torch.distributions as distributions
+    return [c for c in vars(distributions).values() if isinstance(c, type)
+            and issubclass(c, distributions.Distribution) and "log_prob" in c.__dict__]
+
+
 def _reshape_wrapper(name: str, original):
     """Tensor.view / reshape and torch.reshape: on a sampled step, while a check listens, a result of
     another shape (same dtype) reaches the checks as two shapes; otherwise one attribute test per call."""
@@ -363,6 +385,8 @@ class Instrumentation:
         for name in RESHAPE_METHODS:
             self._patch(torch.Tensor, name, _reshape_wrapper(name, getattr(torch.Tensor, name)))
         self._patch(torch, "reshape", _reshape_wrapper("reshape", torch.reshape))
+        for cls in _distribution_classes():
+            self._patch(cls, "log_prob", _log_prob_wrapper(cls.__dict__["log_prob"]))
         if any(overridden(check, "on_tensor_copy") for check in session.checks):
             for name in COPY_FUNCTIONS:
                 self._patch(torch, name, _copy_wrapper(name, getattr(torch, name)))

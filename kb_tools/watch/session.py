@@ -697,6 +697,13 @@ class Session:
         self.dispatch("on_log", name, source, result)
 
     @property
+    def log_prob_watched(self) -> bool:
+        return bool(self._handlers["on_log_prob"])
+
+    def log_prob_call(self, distribution, value, result, site: str | None) -> None:
+        self.dispatch("on_log_prob", distribution, value, result, site)
+
+    @property
     def bernoulli_watched(self) -> bool:
         return bool(self._handlers["on_bernoulli"])
 

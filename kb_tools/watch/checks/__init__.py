@@ -49,6 +49,8 @@ EVENTS = {
                  "(name, input shape, output shape, grad_enabled, site)",
     "on_log": "sampled: torch.log, log1p, log_softmax or logsumexp (or the Tensor method) returned a result that "
               "requires grad (name, input, output); dispatched only when a check has it",
+    "on_log_prob": "sampled: a torch.distributions log_prob returned (the distribution, the value scored, the result, "
+                   "site); dispatched only when a check has it",
     "on_reshape": "sampled: Tensor.view / Tensor.reshape / torch.reshape returned a result of another shape "
                   "(name, input shape, output shape); dispatched only when a check has it",
     "on_autograd_grad": "sampled: torch.autograd.grad with create_graph=True returned (outputs, its results, site); "
@@ -100,6 +102,7 @@ class Check:
     def on_clip(self, call): pass
     def on_autograd_grad(self, outputs, results, site): pass
     def on_reshape(self, name, source_shape, result_shape): pass
+    def on_log_prob(self, distribution, value, result, site): pass
     def on_dropout(self, p, training_given): pass
     def on_bernoulli(self, probability): pass
     def on_spread(self, call): pass

@@ -10,7 +10,12 @@ an (N, D) prediction against a (1, D) or scalar target, is not reported. Evaluat
 no_grad) count too, also on unsampled steps: there the loss reported, and any model picked by it,
 is wrong even when training is right. The grid may also come made: one side (N, N) with N >= 2
 and the other (N, 1) or (N,), a target built upstream from shapes that broadcast (a residual
-y - pred of an (N,) label and an (N, 1) output), is reported the same way.
+y - pred of an (N,) label and an (N, 1) output), is reported the same way. A likelihood written
+with torch.distributions (-Normal(mu, sigma).log_prob(y).mean()) is read the same way on sampled
+steps: the value scored and the distribution's batch and event shape, when their ranks differ (an
+(N,) mean against an (N, 1) target) and their broadcast holds more elements than either; grids
+built on purpose give both sides the same rank (z.unsqueeze(1) against loc.unsqueeze(0)), and a
+value scored against K components per row ((N, 1) against (N, K)) adds no pairs.
 """
 from __future__ import annotations
 
@@ -65,12 +70,49 @@ class RegressionLossBroadcasts(Check):
         st[0] += 1
         st[5] += bool(call.grad_enabled)
 
+    def on_log_prob(self, distribution, value, result, site):
+        shape = tuple(getattr(distribution, "batch_shape", ())) + tuple(getattr(distribution, "event_shape", ()))
+        if value.dim() == len(shape) or value.dim() == 0 or not shape:
+            return
+        try:
+            grid = torch.broadcast_shapes(value.shape, shape)
+        except RuntimeError:
+            return
+        cells = 1
+        for n in grid:
+            cells *= n
+        size = 1
+        for n in shape:
+            size *= n
+        if cells <= max(value.numel(), size):
+            return
+        name = type(distribution).__name__
+        key = ("log_prob", f"{name}.log_prob called at {site}" if site else f"{name}.log_prob", site)
+        st = self.sites.get(key)
+        if st is None:
+            if len(self.sites) >= 32:
+                return
+            st = self.sites[key] = [0, self.session.step, shape, tuple(value.shape), tuple(grid), 0, False]
+        st[0] += 1
+        st[5] += bool(result.requires_grad)
+
     def findings(self) -> list:
         out = []
         for (kind, where, site), (calls, step, xs, ys, grid, trained, made) in self.sites.items():
             effect = ("so the loss is minimised by a constant" if trained else
                       "under no_grad, as an evaluation runs: the loss it reports is not the model's error, and a "
                       "model or trial picked by it is not picked by its error")
+            if kind == "log_prob":
+                message = (f"{where.split(' called at ')[0]} scored values of shape {list(ys)} against a distribution "
+                           f"of shape {list(xs)} on {calls} sampled call{'s' if calls != 1 else ''} from step {step} "
+                           f"({where}): they broadcast to {list(grid)}, every row's distribution against every row's "
+                           f"target, so the likelihood is best served by one distribution for the whole batch and the "
+                           f"model learns to ignore its input; make the shapes equal (y.squeeze(-1) or "
+                           f"mu.unsqueeze(-1))")
+                out.append(self.finding(message, where=site, step=step, evidence={
+                    "calls": calls, "distribution_shape": list(xs), "value_shape": list(ys),
+                    "broadcast_shape": list(grid), "calls_with_grad": trained}))
+                continue
             message = (f"{kind} compared a prediction of shape {list(xs)} with a target of shape {list(ys)} on "
                        f"{calls} sampled call{'s' if calls != 1 else ''} from step {step} ({where}): "
                        + (f"the {'target' if len(ys) == 2 and ys[0] == ys[1] else 'prediction'} already is a "
