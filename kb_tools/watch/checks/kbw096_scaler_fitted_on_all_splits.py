@@ -6,7 +6,7 @@ Criterion: when a DataLoader first shows itself a training loader (checks.loader
 and again at the end of the run, the float arrays its dataset holds (a TensorDataset's tensors, a
 Subset's rows of its parent's arrays, or the tensors and NumPy arrays among a dataset's own
 attributes: at least 2 dimensions, at least MIN_ROWS rows, at most MAX_FEATURES values along the last
-axis, at most MAX_VALUES values in all) are summarized per feature (the last axis) and compared with
+axis, at most MAX_VALUES values in all for one dataset) are summarized per feature (the last axis) and compared with
 the same summaries of every other DataLoader created in the run over another dataset whose arrays
 have the same number of features (the validation and test splits, up to MAX_OTHERS of them). A
 feature is judged when its training values vary (at least MIN_DISTINCT distinct values among the
@@ -68,7 +68,7 @@ def _arrays(dataset) -> list:
     if not values and isinstance(attributes, dict):
         for value in list(attributes.values())[:200]:
             values.extend(value[:16] if isinstance(value, (list, tuple)) else [value])
-    out = []
+    out, total = [], 0
     for value in values:
         if numpy is not None and isinstance(value, numpy.ndarray) and value.dtype.kind == "f" and value.ndim >= 2:
             try:
@@ -79,8 +79,9 @@ def _arrays(dataset) -> list:
                 continue
         if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dim() < 2 \
                 or value.layout != torch.strided or value.shape[0] < MIN_ROWS or value.shape[-1] > MAX_FEATURES \
-                or value.numel() > MAX_VALUES or isinstance(value, torch.nn.Parameter):
+                or total + value.numel() > MAX_VALUES or isinstance(value, torch.nn.Parameter):
             continue
+        total += value.numel()
         out.append(value)
         if len(out) >= MAX_ARRAYS:
             break
