@@ -53,7 +53,7 @@ def _arrays(dataset) -> list:
     numpy = sys.modules.get("numpy")
     indices = getattr(dataset, "indices", None)
     parent = getattr(dataset, "dataset", None)
-    if indices is not None and parent is not None and isinstance(parent, torch.utils.data.Dataset):
+    if indices is not None and isinstance(parent, torch.utils.data.Dataset) and hasattr(parent, "__len__"):
         try:
             index = torch.as_tensor(list(indices) if not isinstance(indices, torch.Tensor) else indices,
                                     dtype=torch.long)
