@@ -56,7 +56,7 @@ def _arrays(dataset) -> list:
     if indices is not None and isinstance(parent, torch.utils.data.Dataset) and hasattr(parent, "__len__"):
         try:
             index = torch.as_tensor(list(indices) if not isinstance(indices, torch.Tensor) else indices,
-                                    dtype=torch.long)
+                                    dtype=torch.long, device="cpu")
             size = len(parent)
         except (TypeError, ValueError, RuntimeError):
             return []
@@ -117,9 +117,10 @@ class _Summary:
     def __init__(self, arrays: list):
         features = arrays[0].shape[-1]
         self.rows = 0
-        self.total, self.squares = torch.zeros(features, dtype=torch.float64), torch.zeros(features, dtype=torch.float64)
-        self.low = torch.full((features,), math.inf, dtype=torch.float64)
-        self.high = torch.full((features,), -math.inf, dtype=torch.float64)
+        self.total = torch.zeros(features, dtype=torch.float64, device="cpu")
+        self.squares = torch.zeros(features, dtype=torch.float64, device="cpu")
+        self.low = torch.full((features,), math.inf, dtype=torch.float64, device="cpu")
+        self.high = torch.full((features,), -math.inf, dtype=torch.float64, device="cpu")
         step = max(1, CHUNK // features)
         for a in arrays:
             flat = a.detach().reshape(-1, features)
