@@ -19,6 +19,8 @@ value scored against K components per row ((N, 1) against (N, K)) adds no pairs.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from kb_tools.watch.checks import Check, loss_where
@@ -78,13 +80,7 @@ class RegressionLossBroadcasts(Check):
             grid = torch.broadcast_shapes(value.shape, shape)
         except RuntimeError:
             return
-        cells = 1
-        for n in grid:
-            cells *= n
-        size = 1
-        for n in shape:
-            size *= n
-        if cells <= max(value.numel(), size):
+        if math.prod(grid) <= max(value.numel(), math.prod(shape)):
             return
         name = type(distribution).__name__
         key = ("log_prob", f"{name}.log_prob called at {site}" if site else f"{name}.log_prob", site)
