@@ -1,6 +1,6 @@
 """How well `kb lint` finds the KB's mistakes, how often it cries wolf, and how fast it is.
 
-    python bench/lint_quality.py
+    python bench/lint_quality.py [--only corpus,bugs,real,torchfix,speed] [--split dev|test] [--misses]
 
 1. Rule corpus (tests/lint/cases.yaml): per rule, recall over its bad examples and
    precision over every finding of that code on the whole corpus (good look-alikes
@@ -65,13 +65,16 @@ def rule_corpus():
     return cases
 
 
-def real_bugs():
-    """Recall on the real reported bugs, dev and frozen test, as found (any finding for its entry)."""
+def real_bugs(splits=("dev", "test"), misses=False):
+    """Recall on the real reported bugs, dev and frozen test, as found (any finding for its entry).
+
+    `splits` lets rule work look at dev alone, so the frozen test's breakdown stays out of view.
+    """
     from kb_tools.lint.engine import lint_file
     with open(os.path.join(ROOT, "tests", "lint", "bugs", "MANIFEST.yaml"), encoding="utf-8") as fh:
         items = yaml.safe_load(fh)
     print(f"\nreal reported bugs: {len(items)} threads")
-    for split in ("dev", "test"):
+    for split in splits:
         part = [i for i in items if i["split"] == split]
         found = [i for i in part if any(f.entry == i["entry"] for f in lint_file(os.path.join(ROOT, i["file"])))]
         print(f"  {split:5} recall {len(found) / max(len(part), 1):.2f} ({len(found)}/{len(part)})")
@@ -81,6 +84,10 @@ def real_bugs():
         for i in found:
             by_entry[i["entry"]][0] += 1
         print("        " + ", ".join(f"{e} {n}/{t}" for e, (n, t) in sorted(by_entry.items())))
+        if misses:
+            for i in part:
+                if i not in found:
+                    print(f"        missed: {i['entry']:32} {i['file']}")
 
 
 def real_scripts():
@@ -178,9 +185,30 @@ def speed(real_paths):
           f"ast.parse alone {parse_ms:.0f} ms (ratio {lint_ms / parse_ms:.1f}x), medians of 15 in one process")
 
 
+def main(argv=None):
+    import argparse
+    parts = ("corpus", "bugs", "real", "torchfix", "speed")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", default=",".join(parts),
+                        help=f"comma-separated parts to run, of: {', '.join(parts)} (default: all)")
+    parser.add_argument("--split", choices=("dev", "test"),
+                        help="real reported bugs: one split only (default: both)")
+    parser.add_argument("--misses", action="store_true",
+                        help="real reported bugs: list the cases no finding points at")
+    args = parser.parse_args(argv)
+    only = set(args.only.split(","))
+    unknown = only - set(parts)
+    if unknown:
+        parser.error(f"--only: unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(parts)}")
+    cases = rule_corpus() if "corpus" in only or "torchfix" in only else []
+    if "bugs" in only:
+        real_bugs((args.split,) if args.split else ("dev", "test"), args.misses)
+    paths = real_scripts() if only & {"real", "torchfix", "speed"} else []
+    if "torchfix" in only:
+        torchfix(cases, paths)
+    if "speed" in only:
+        speed(paths)
+
+
 if __name__ == "__main__":
-    cases = rule_corpus()
-    real_bugs()
-    paths = real_scripts()
-    torchfix(cases, paths)
-    speed(paths)
+    main()
