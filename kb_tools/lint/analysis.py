@@ -708,7 +708,18 @@ class Analysis:
             return self.class_output[cname]
         if self.imp.canon(value.func) == "torch.nn.Sequential":
             return self._module_output(value)
-        return None
+        return self._composed_output(value)
+
+    def _composed_output(self, call):
+        """A model composed by a class from elsewhere out of parts of this file (`CombinedModel(gnn, head)`)
+        returns what its last part returns, when that part's output is known: parts run in the order given."""
+        name = call.func.id if isinstance(call.func, ast.Name) else call.func.attr if isinstance(
+            call.func, ast.Attribute) else ""
+        if not name[:1].isupper() or name in self._definitions.classes or len(call.args) < 2 \
+                or (self.imp.canon(call.func) or "").startswith("torch."):
+            return None
+        last = self.built_model_output(call.args[-1])
+        return last if isinstance(last, str) and last != "raw" else None
 
     # -- the file's own functions: who calls them with what, and what a call to one runs
     @cached_property
