@@ -1,7 +1,8 @@
 """What it finds: a loss computed from a prediction that was visibly cut from the autograd graph:
 `.detach()`, `.data`, `.item()`, `.numpy()` or `.tolist()` on the way into the loss; or a loss term
-cut that way (or rebuilt with `torch.tensor(...)`) and then added into the loss that `backward()`
-is called on, so that term sends no gradient; or a loss whose requires_grad is set by hand
+cut that way (or rebuilt with `torch.tensor(...)`), or computed only from values the same function
+made under `torch.no_grad()`, and then added into the loss that `backward()` is called on, so that
+term sends no gradient; or a loss whose requires_grad is set by hand
 (`loss.requires_grad = True`, which torch refuses on a tensor with a graph) or that is a new leaf
 (`torch.tensor(value, requires_grad=True)`): the graph was cut before it.
 
@@ -150,6 +151,79 @@ def check(a, emit):
             elif isinstance(term, ast.Name) and term.id in cut_names and cut_names[term.id][0].lineno < node.lineno:
                 emit(cut_names[term.id][0], CODE, how=cut_names[term.id][1])
     _forced_leaf(a, emit, backpropagated)
+    _loss_of_no_grad_values(a, emit, backpropagated)
+
+
+NO_GRAD = {"torch.no_grad", "torch.inference_mode"}
+REORDER = {"flip", "roll", "t", "chunk", "split", "norm", "float", "detach"}   # tensor methods that keep "no graph"
+
+
+def _no_grad_blocks(a) -> list:
+    return [w for w in a.index.of(ast.With) if any(
+        isinstance(i.context_expr, ast.Call) and (a.imp.canon(i.context_expr.func) or "") in NO_GRAD for i in w.items)]
+
+
+def _only_no_grad(a, expr, blocks, depth=0) -> str | None:
+    """"nograd" when every tensor `expr` reads was made inside a `torch.no_grad()` block of its function
+    (through torch functions, tensor methods, indexing and local names); "graph" when some part may
+    carry a graph (a model or a function of the user's, a parameter, a name made elsewhere); None for
+    constants only."""
+    if depth > 8:
+        return "graph"
+    if isinstance(expr, ast.Constant):
+        return None
+    if isinstance(expr, ast.Call):
+        canon = a.imp.canon(expr.func) or ""
+        if canon.startswith("torch."):
+            parts = list(expr.args) + [k.value for k in expr.keywords]
+        elif not canon and isinstance(expr.func, ast.Attribute) and expr.func.attr in SAME_VALUES | TENSOR_MATH | REORDER:
+            parts = [expr.func.value] + list(expr.args)
+        else:
+            return "graph"
+    elif isinstance(expr, ast.Subscript):
+        parts = [expr.value]
+    elif isinstance(expr, (ast.List, ast.Tuple)):
+        parts = list(expr.elts)
+    elif isinstance(expr, ast.BinOp):
+        parts = [expr.left, expr.right]
+    elif isinstance(expr, ast.Name):
+        fn = a.enclosing(expr)
+        here = (expr.lineno, expr.col_offset)
+        seen = [(end, v) for end, v, holder in a.history.get(expr.id, []) if holder is fn and end <= here]
+        if not seen or fn is None:
+            return "graph"
+        value = seen[-1][1]
+        if any(within(b, value) for b in blocks) and not any(within(b, expr) for b in blocks):
+            return "nograd"
+        parts = [value]
+    else:
+        return "graph"
+    found = [_only_no_grad(a, p, blocks, depth + 1) for p in parts]
+    return "graph" if "graph" in found else "nograd" if "nograd" in found else None
+
+
+def _loss_of_no_grad_values(a, emit, backpropagated):
+    """A loss term whose every input the function computed under `torch.no_grad()` (embeddings of
+    views taken for pseudo-labels, then fed to a contrastive loss), added into the loss backward()
+    is called on: that term is a constant."""
+    blocks = _no_grad_blocks(a)
+    if not blocks:
+        return
+    for node in a.index.of(ast.Assign, ast.AugAssign):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if not {dotted(t) for t in targets} & set(backpropagated):
+            continue
+        fn = a.enclosing(node)
+        for term in _terms(node.value):
+            if not isinstance(term, ast.Name):
+                continue
+            for _, value, holder in a.history.get(term.id, []):
+                if holder is not fn or not isinstance(value, ast.Call) or not value.args \
+                        or any(within(b, value) for b in blocks):
+                    continue
+                callee = (dotted(value.func) or "").lower()
+                if ("loss" in callee or "criterion" in callee) and _only_no_grad(a, value.args[0], blocks) == "nograd":
+                    emit(value, CODE, how="values made under `torch.no_grad()` only")
 
 
 def _forced_leaf(a, emit, backpropagated):
