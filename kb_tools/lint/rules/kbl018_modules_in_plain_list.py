@@ -40,15 +40,26 @@ def _module_classes(a) -> set:
     return found
 
 
-def _builds_module(a, expr, local: set) -> bool:
-    """Whether `expr` is a call that builds a layer: torch.nn.<Capitalised>(...) other than a
-    container, or a module class defined in this file."""
+def _builds_module(a, expr, local: set, depth: int = 0) -> bool:
+    """Whether `expr` builds a layer: torch.nn.<Capitalised>(...) (an nn.Sequential too: inside a
+    plain list it is as unregistered as any layer), a module class defined in this file, a function
+    of the file whose every return builds one (`def branch(c): return nn.Sequential(...)`), or a
+    local name assigned one of these just before (`conv = nn.Conv1d(...); self.convs.append(conv)`)."""
+    if depth > 3:
+        return False
+    if isinstance(expr, ast.Name):
+        value = a.value_at(expr.id, expr)
+        return value is not None and value is not expr and _builds_module(a, value, local, depth + 1)
     if not isinstance(expr, ast.Call):
         return False
     name = a.imp.canon(expr.func)
     if name and name.startswith("torch.nn.") and name.count(".") == 2 and name.rsplit(".", 1)[1][:1].isupper():
-        return name not in CONTAINERS
-    return dotted(expr.func) in local
+        return name == "torch.nn.Sequential" or name not in CONTAINERS
+    if dotted(expr.func) in local:
+        return True
+    found = a._definitions.functions.get(expr.func.id, []) if isinstance(expr.func, ast.Name) else []
+    returns = a.returns(found[0]) if len(found) == 1 else []
+    return bool(returns) and all(r.value is not None and _builds_module(a, r.value, local, depth + 1) for r in returns)
 
 
 def _elements(value) -> list:
@@ -105,6 +116,31 @@ def _passed_layers(a, cls, fn, stored: dict, local: set) -> list:
     return out
 
 
+def _registers_by_hand(a, fn) -> bool:
+    """`__init__` registers submodules itself: `self.add_module(...)`, `self.register_module(...)` or
+    `setattr(self, name, layer)`."""
+    for call in a.index.calls_in(fn):
+        if isinstance(call.func, ast.Attribute) and call.func.attr in ("add_module", "register_module") \
+                and dotted(call.func.value) == "self":
+            return True
+        if isinstance(call.func, ast.Name) and call.func.id == "setattr" and call.args and dotted(call.args[0]) == "self":
+            return True
+    return False
+
+
+def _wrapped(a, fn) -> set:
+    """The self.X attributes `__init__` hands to a torch container (`self.X = nn.Sequential(*self.X)`,
+    `nn.ModuleList(self.X)`): their layers end up registered."""
+    out = set()
+    for call in a.index.calls_in(fn):
+        if (a.imp.canon(call.func) or "") in CONTAINERS:
+            for arg in call.args:
+                name = dotted(arg.value if isinstance(arg, ast.Starred) else arg)
+                if name and name.startswith("self."):
+                    out.add(name)
+    return out
+
+
 def check(a, emit):
     local = _module_classes(a)
     for cls in a.index.of(ast.ClassDef):
@@ -113,12 +149,15 @@ def check(a, emit):
         for fn in cls.body:
             if not isinstance(fn, ast.FunctionDef) or fn.name != "__init__":
                 continue
-            plain = set()  # self.X assigned a plain list or dict here
+            if _registers_by_hand(a, fn):
+                continue   # self.add_module(name, layer) / setattr(self, name, layer): registered all the same
+            plain = set()  # self.X assigned a plain list or dict here (and not wrapped in a container later)
             for node in ast.walk(fn):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
                     target = dotted(node.targets[0])
                     if target and target.startswith("self.") and isinstance(
-                            node.value, (ast.List, ast.Tuple, ast.Dict, ast.ListComp, ast.DictComp)):
+                            node.value, (ast.List, ast.Tuple, ast.Dict, ast.ListComp, ast.DictComp)) \
+                            and target not in _wrapped(a, fn):
                         plain.add(target)
                         if any(_builds_module(a, e, local) for e in _elements(node.value)):
                             emit(node, CODE)
