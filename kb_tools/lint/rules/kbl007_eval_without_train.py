@@ -45,6 +45,11 @@ def _trained_elsewhere(a, receiver: str) -> bool:
     if any(word in last for word in NOT_TRAINED):
         return True
     owners = {a.optimizer_owner(name) for name, kind in a.kinds.items() if kind == "optimizer"} - {None, ""}
+    if any(o.startswith(receiver + ".") for o in owners):
+        return False   # Adam([{"params": model.encoder.parameters()}, ...]) trains model
+    held = a.values.get(receiver)
+    if held is not None and any(a.values.get(o) is held for o in owners):
+        return False   # a parameter `model` that every caller passes the trained `net`
     return bool(owners) and not receiver.startswith("self.") and receiver not in owners and \
         last not in {o.rsplit(".", 1)[-1].lower() for o in owners}
 
