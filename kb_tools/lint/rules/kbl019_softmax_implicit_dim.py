@@ -5,8 +5,11 @@ axis; dim 0 is the batch); and attention weights `w = scores.softmax(dim=d)` tha
 `torch.einsum` of the same function sums over another axis than `d` (`einsum("bijh,bjhd->bihd", w, v)`
 contracts j: the softmax must run over j, not over the query axis i); and a softmax or log_softmax
 over dim 0 whose output reaches a cross-entropy, NLL or KL-divergence loss (that loss reads dim 0 as
-the samples), directly or as what a model's forward returns. A softmax that only turns a validation
-batch's logits into predictions is left alone, and so is one-sample input made a batch of one.
+the samples), directly or as what a model's forward returns; and attention weights softmaxed over a
+negative axis other than -1 (`dim=-2`, the query axis) that are then the left operand of `@`,
+`torch.matmul` or `torch.bmm` (which sums over their last axis), through dropout or masked_fill on the
+way. A softmax that only turns a validation batch's logits into predictions is left alone, and so is
+one-sample input made a batch of one.
 
 Why it hurts training: without `dim` torch guesses the axis from the number of dimensions (0 for
 a 1-D or 3-D tensor, 1 for 2-D or 4-D) and only warns. On a (batch, time, classes) tensor the guess
@@ -34,6 +37,8 @@ LOSS_AXIS = ("{act} over dim 0, the batch axis, of scores that {loss} reads one 
              "normalised over the batch instead of each sample over its classes; pass dim=-1 (the class axis)")
 EINSUM_AXIS = ("softmax over axis '{normalised}' of weights that einsum('{spec}') then sums over axis '{summed}': "
                "each output is a sum of weights that do not add up to 1; softmax over dim={dim}")
+MATMUL_AXIS = ("softmax over dim={dim} of weights that are then multiplied on the left ({op}), which sums over their "
+               "last axis: each output is a sum of weights that do not add up to 1; softmax over dim=-1")
 SOFTMAXES = {"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"}
 
 FUNCTIONS = {"torch.nn.functional.softmax", "torch.nn.functional.log_softmax", "torch.nn.functional.softmin"}
@@ -105,6 +110,60 @@ def _einsum_axes(a, emit):
                                                             dim=letters.index(summed[0])))
 
 
+SAME_AXES = {"masked_fill", "masked_fill_", "type_as", "to", "float", "half", "contiguous"}
+DROPOUTS = {"torch.nn.functional.dropout"}
+
+
+def _matmul_axes(a, emit):
+    """Weights `w = scores.softmax(dim=-2)` later multiplied as `w @ v` (or torch.matmul/bmm(w, v)):
+    matmul sums over w's last axis, so a softmax over any other axis from the end leaves weights that
+    do not add up to 1 where they are summed. Only negative dims are read: `dim=1` may be the last
+    axis of a 2-D tensor. Dropout and masked_fill of the weights keep the axes; any other reassignment
+    ends the trace."""
+    seen = set()
+    for fn in a.index.of(ast.FunctionDef):
+        weights = {}  # name -> (softmax call, dim)
+        nodes = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.BinOp, ast.Call))]
+        for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset, not isinstance(n, ast.Assign))):
+            if isinstance(node, ast.Assign):
+                if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+                    continue
+                found = _softmax_dim(a, node.value)
+                kept = _kept_weights(a, node.value, weights)
+                name = node.targets[0].id
+                if found and found[1] <= -2:
+                    weights[name] = found
+                elif kept is not None:
+                    weights[name] = kept
+                else:
+                    weights.pop(name, None)
+                continue
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                left, op = node.left, "@"
+            elif isinstance(node, ast.Call) and a.imp.canon(node.func) in {"torch.matmul", "torch.bmm"} and node.args:
+                left, op = node.args[0], a.imp.canon(node.func)
+            else:
+                continue
+            found = weights.get(left.id) if isinstance(left, ast.Name) else _softmax_dim(a, left)
+            if found and found[1] <= -2 and id(found[0]) not in seen:
+                seen.add(id(found[0]))
+                emit(found[0], CODE, what=MATMUL_AXIS.format(dim=found[1], op=op))
+
+
+def _kept_weights(a, value, weights):
+    """The traced weights `value` keeps when it only drops out or masks them: `self.drop(w)`,
+    `F.dropout(w, p)`, `w.masked_fill(mask, -inf)`."""
+    if not isinstance(value, ast.Call):
+        return None
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in SAME_AXES and isinstance(func.value, ast.Name):
+        return weights.get(func.value.id)
+    dropout = a.imp.canon(func) in DROPOUTS or (isinstance(func, ast.Attribute) and "drop" in func.attr.lower())
+    if dropout and value.args and isinstance(value.args[0], ast.Name):
+        return weights.get(value.args[0].id)
+    return None
+
+
 PER_SAMPLE_LOSSES = ("ce", "nll")
 ONE_SAMPLE = ("unsqueeze(0)", "[None", "view(1,", "reshape(1,")
 
@@ -132,6 +191,7 @@ def _into_a_loss(a, emit):
 
 def check(a, emit):
     _einsum_axes(a, emit)
+    _matmul_axes(a, emit)
     _into_a_loss(a, emit)
     for call in a.index.calls:
         name = a.imp.canon(call.func)
