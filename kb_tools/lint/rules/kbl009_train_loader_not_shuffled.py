@@ -121,8 +121,8 @@ def _none_on_some_path(a, call, expr, depth: int = 0) -> bool:
         return True
     if isinstance(expr, ast.IfExp):
         return any(isinstance(b, ast.Constant) and b.value is None for b in (expr.body, expr.orelse))
-    fn = a.enclosing(call)
-    if isinstance(expr, ast.Name) and fn is not None and depth < 4:
+    fn = a.enclosing(call)   # None at module level, where the names are the module's own
+    if isinstance(expr, ast.Name) and depth < 4:
         seen = [v for end, v, holder in a.history.get(expr.id, []) if holder is fn and end <= (call.lineno, call.col_offset)]
         if any(_none_on_some_path(a, call, v, depth + 1) for v in seen if v is not expr):
             return True
