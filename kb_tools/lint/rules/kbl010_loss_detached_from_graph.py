@@ -67,10 +67,20 @@ REDUCERS = {"torch.mean", "torch.sum", "torch.stack", "torch.cat"}
 KEEPERS = {"mean", "sum", "to", "cuda", "float", "double", "squeeze", "view", "reshape"}
 
 
-def _listed(a, expr) -> bool:
-    """A name that holds a Python list (`terms = []`, then appended to): torch.tensor(terms) copies values."""
-    return isinstance(expr, ast.Name) and any(isinstance(v, (ast.List, ast.ListComp))
-                                              for _, v, _ in a.history.get(expr.id, []))
+def _listed(a, expr, losses) -> bool:
+    """A name that holds a Python list of losses (`terms = []` then `terms.append(loss)`, or a list or
+    comprehension of loss-like items): torch.tensor(terms) copies their values. A list of class
+    weights or constants is not one."""
+    if not isinstance(expr, ast.Name):
+        return False
+    seen = [v for _, v, _ in a.history.get(expr.id, [])]
+    if not any(isinstance(v, (ast.List, ast.ListComp)) for v in seen):
+        return False
+    items = [e for v in seen if isinstance(v, ast.List) for e in v.elts] + \
+        [v.elt for v in seen if isinstance(v, ast.ListComp)] + \
+        [c.args[0] for c in a.index.calls if isinstance(c.func, ast.Attribute) and c.func.attr == "append"
+         and dotted(c.func.value) == expr.id and c.args]
+    return any(_loss_like(a, item, losses) for item in items)
 
 
 def _cut_loss(a, expr, losses, depth=0):
@@ -84,13 +94,15 @@ def _cut_loss(a, expr, losses, depth=0):
     if isinstance(expr, ast.Call) and a.imp.canon(expr.func) is None and isinstance(expr.func, ast.Attribute) \
             and expr.func.attr in KEEPERS:
         return _cut_loss(a, expr.func.value, losses, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)):   # (cut * weight).float()
+        return _cut_loss(a, expr.left, losses, depth + 1) or _cut_loss(a, expr.right, losses, depth + 1)
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in CUTTERS \
             and _loss_like(a, expr.func.value, losses):
         return f"a loss term passed through `.{expr.func.attr}()`"
     if isinstance(expr, ast.Attribute) and expr.attr == "data" and _loss_like(a, expr.value, losses):
         return "a loss term's `.data`"
     if isinstance(expr, ast.Call) and (a.imp.canon(expr.func) or "") in NEW_TENSORS and expr.args \
-            and (_loss_like(a, expr.args[0], losses) or _listed(a, expr.args[0])):
+            and (_loss_like(a, expr.args[0], losses) or _listed(a, expr.args[0], losses)):
         return f"a new tensor built from losses (`{a.imp.canon(expr.func).rsplit('.', 1)[-1]}(...)`)"
     return None
 
@@ -152,6 +164,46 @@ def check(a, emit):
                 emit(cut_names[term.id][0], CODE, how=cut_names[term.id][1])
     _forced_leaf(a, emit, backpropagated)
     _loss_of_no_grad_values(a, emit, backpropagated)
+    _returned_loss_rebuilt(a, emit, losses)
+
+
+def _returned_parts(expr):
+    """What a return hands back: `(loss, out) if flag else loss` -> loss, out, loss."""
+    if isinstance(expr, ast.IfExp):
+        return _returned_parts(expr.body) + _returned_parts(expr.orelse)
+    return list(expr.elts) if isinstance(expr, ast.Tuple) else [expr]
+
+
+def _returned_loss_rebuilt(a, emit, losses):
+    """A loss the function returns for its caller to backpropagate (`return lm_loss, stats` from a
+    forward step, `return loss` from compute_loss) that had a term rebuilt with `torch.tensor(...)` from
+    losses added in: the term is a constant. Only names with "loss" in them that the function got
+    from a call (not an accumulator started at 0) are read, and only terms rebuilt as new tensors
+    (`.item()` on the way into a logged total is the common, harmless case)."""
+    for fn in a.index.of(ast.FunctionDef):
+        if any(word in fn.name.lower() for word in ("eval", "valid", "test", "log")):
+            continue
+        returned = {dotted(e) for r in a.returns(fn) if r.value is not None for e in _returned_parts(r.value)} - {None}
+        returned = {n for n in returned if "loss" in n.lower() and not any(
+            isinstance(v, ast.Constant) for _, v, holder in a.history.get(n, []) if holder is fn)}
+        for node in ast.walk(fn):
+            if not isinstance(node, (ast.Assign, ast.AugAssign)) or a.enclosing(node) is not fn:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not {dotted(t) for t in targets} & returned:
+                continue
+            added = isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.Add, ast.Sub)) or \
+                isinstance(node.value, ast.BinOp) and isinstance(node.value.op, (ast.Add, ast.Sub))
+            if not added:
+                continue   # the whole loss replaced by a constant (a step with nothing to learn) is deliberate
+            for term in _terms(node.value):
+                found = term
+                if isinstance(term, ast.Name):   # bal = torch.tensor(per_layer).mean() * w; loss += bal
+                    earlier = [v for end, v, holder in a.history.get(term.id, []) if holder is fn and end < (node.lineno, 0)]
+                    found = earlier[-1] if earlier else term
+                how = _cut_loss(a, found, losses)
+                if how and how.startswith("a new tensor"):
+                    emit(found, CODE, how=how)
 
 
 NO_GRAD = {"torch.no_grad", "torch.inference_mode"}
