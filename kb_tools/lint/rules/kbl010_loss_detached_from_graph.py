@@ -1,8 +1,9 @@
 """What it finds: a loss computed from a prediction that was visibly cut from the autograd graph:
 `.detach()`, `.data`, `.item()`, `.numpy()` or `.tolist()` on the way into the loss; or a loss term
 cut that way (or rebuilt with `torch.tensor(...)`), or computed only from values the same function
-made under `torch.no_grad()`, and then added into the loss that `backward()` is called on, so that
-term sends no gradient; or a loss whose requires_grad is set by hand
+made under `torch.no_grad()`, and then added into the loss that `backward()` is called on (or
+that a function returns for its caller to backpropagate, such as `compute_loss`), so that term
+sends no gradient; or a loss whose requires_grad is set by hand
 (`loss.requires_grad = True`, which torch refuses on a tensor with a graph) or that is a new leaf
 (`torch.tensor(value, requires_grad=True)`): the graph was cut before it.
 
