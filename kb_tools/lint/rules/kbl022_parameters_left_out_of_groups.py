@@ -2,7 +2,12 @@
 (`{"params": [], "lr": ...}`) that is filled (`group["params"].append(p)`) and then never read
 again, so it never reaches the optimizer; and groups gathered from `named_modules()` by each
 module's `.weight` and `.bias` only, in a file whose own module class keeps a learnable
-`nn.Parameter` under another name (fusion weights, a temperature, a scale), which no group holds.
+`nn.Parameter` under another name (fusion weights, a temperature, a scale), which no group holds;
+and optimizers built over some parts of a model of the file (`Adam(net.actor.parameters())`,
+`AdamW(self.diffusion_model.parameters())` in `configure_optimizers`) while another part the
+model's class (or a subclass) builds from fresh torch layers in `__init__` and uses is in none of
+them (a shared feature extractor, a new projector). A part that is frozen, loaded from weights,
+named as a target/EMA/teacher copy, or in a file that loads weights at all, is left alone.
 
 Why it hurts training: the optimizer updates exactly the tensors it was given. The left-out
 parameters get gradients on every backward but never change: the layers they belong to stay at
@@ -21,7 +26,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import dotted, own_statements
+from kb_tools.lint.analysis import dotted, own_statements, torch_loss, unchain
 
 CODE, NAME, ENTRY = "KBL022", "parameters-left-out-of-groups", "params-not-in-optimizer"
 MESSAGE = "{what}"
@@ -107,6 +112,119 @@ def _weight_bias_only(a, emit):
                         return
 
 
+PART_LEFT_OUT = ("the optimizers are given {given} but not {part}, which {cls}.__init__ builds from fresh layers "
+                 "and {cls} uses: its weights get gradients and never change")
+WEIGHTED = ("Linear", "Conv", "Embedding", "LSTM", "GRU", "RNN", "BatchNorm", "LayerNorm", "GroupNorm", "Bilinear",
+            "MultiheadAttention", "Transformer", "Parameter", "PReLU")
+KEPT_APART = ("target", "ema", "teacher", "frozen", "momentum", "old", "avg", "shadow", "prior", "ref", "pretrained")
+LOADS = ("load_state_dict", "from_pretrained", "torch.load", "load_checkpoint", "hub.load", "pretrained=True")
+
+
+def _family(a, cls, with_subclasses: bool) -> list:
+    """`cls`, the classes of the file it is built on, and (when asked) those built on it."""
+    classes = {c.name: c for c in a.index.of(ast.ClassDef)}
+    out, pending = [], [cls]
+    while pending:
+        c = pending.pop()
+        if c in out:
+            continue
+        out.append(c)
+        pending += [classes[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in classes]
+        if with_subclasses and c is cls:
+            pending += [k for k in classes.values() if any(isinstance(b, ast.Name) and b.id == cls.name for b in k.bases)]
+    return out
+
+
+def _fresh_weights(a, value, depth: int = 0) -> bool:
+    """Whether an expression builds torch layers with weights here: `nn.Linear(...)`, a Sequential or
+    ModuleList of them, a class of the file whose __init__ builds some, or a function of the file
+    returning some. A model loaded or handed in is not fresh."""
+    if depth > 3 or value is None:
+        return False
+    for node in ast.walk(value):
+        if not isinstance(node, ast.Call):
+            continue
+        name = a.imp.canon(node.func) or ""
+        if name.startswith("torch.nn.") and any(w in name.rsplit(".", 1)[-1] for w in WEIGHTED) and not torch_loss(name):
+            return True
+        if isinstance(node.func, ast.Name):
+            cls = next((c for c in a.index.of(ast.ClassDef) if c.name == node.func.id), None)
+            init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None) \
+                if cls is not None else None
+            fn = next((f for f in a.index.of(ast.FunctionDef) if f.name == node.func.id), None) if cls is None else None
+            body = init or fn
+            if body is not None and any(_fresh_weights(a, n.value, depth + 1) for n in ast.walk(body)
+                                        if isinstance(n, (ast.Assign, ast.Return)) and n.value is not None):
+                return True
+    return False
+
+
+def _parts_left_out(a, emit):
+    """Optimizers over `P.x.parameters()` for some parts x of a model P whose class is in the file;
+    a part `P.y` the class builds from fresh layers and uses, given to no optimizer, never trains."""
+    text = ast.unparse(a.tree)
+    optimizers = [c for c in a.index.calls if a.kind_of(c) == "optimizer"]
+    groups = [c for c in a.index.calls if isinstance(c.func, ast.Attribute) and c.func.attr == "add_param_group"]
+    owners = [a.parameter_owners(c) for c in optimizers]
+    if not optimizers or groups or not all(owners) or any(word in text for word in LOADS):
+        return
+    given = {o for found in owners for o in found}
+    parents = {o.rsplit(".", 1)[0] for o in given if "." in o}
+    for parent in sorted(parents):
+        if any(parent == g or parent.startswith(g + ".") for g in given):
+            continue   # the whole model is given somewhere
+        covered = {o.rsplit(".", 1)[1] for o in given if o.rsplit(".", 1)[0] == parent}
+        if parent == "self":
+            call = next(c for c, found in zip(optimizers, owners) if any(o.startswith("self.") for o in found))
+            method = a.enclosing(call)
+            cls = next((c for c in a.index.of(ast.ClassDef) if method is not None and method in c.body), None)
+            if cls is None:
+                continue
+            family = [k for k in _family(a, cls, True) if k is cls or not any(
+                isinstance(f, ast.FunctionDef) and f.name == method.name for f in k.body)]
+        else:
+            built = unchain(a.values.get(parent))
+            cls = next((c for c in a.index.of(ast.ClassDef) if isinstance(built, ast.Call)
+                        and isinstance(built.func, ast.Name) and c.name == built.func.id), None)
+            if cls is None:
+                continue
+            family = _family(a, cls, False)
+        builders = {id(fn): fn for c in optimizers for fn in [a.enclosing(c)] if fn is not None}
+        named = {ast.unparse(n) for fn in builders.values() for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+        mentioned = {d[len(parent) + 1:].split(".")[0] for d in named if d.startswith(parent + ".")}
+        _report_parts(a, emit, family, covered, covered | mentioned, parent, text)
+
+
+def _report_parts(a, emit, family, given, covered, parent, text):
+    """Emit the first fresh, used, unfrozen part of `family`'s instances outside `covered` (the parts
+    the optimizers are given, and every attribute the functions building them mention)."""
+    methods = [f for k in family for f in k.body if isinstance(f, ast.FunctionDef)]
+    used = {n.attr for f in methods if f.name != "__init__" for n in ast.walk(f)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    for f in methods:
+        if f.name != "__init__":
+            continue
+        for node in ast.walk(f):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            bound = node.targets[0].elts if isinstance(node.targets[0], ast.Tuple) else node.targets   # self.f, n = make()
+            parts = [t[5:] for t in (dotted(b) or "" for b in bound) if t.startswith("self.")]
+            part = next((p for p in parts if "." not in p and p not in covered and p in used
+                         and not any(word in p.lower() for word in KEPT_APART)), "")
+            if not part:
+                continue
+            mentions = [line for line in text.splitlines() if f".{part}" in line]
+            if any("requires_grad" in line or "freeze" in line.lower() or ".eval()" in line or "no_grad" in line
+                   for line in mentions):
+                continue
+            if _fresh_weights(a, node.value):
+                cls = next(k for k in family if f in k.body)
+                emit(node, CODE, what=PART_LEFT_OUT.format(
+                    given=", ".join(sorted(f"{parent}.{c}" for c in given)), part=f"{parent}.{part}", cls=cls.name))
+                return
+
+
 def check(a, emit):
     _dropped_groups(a, emit)
     _weight_bias_only(a, emit)
+    _parts_left_out(a, emit)
