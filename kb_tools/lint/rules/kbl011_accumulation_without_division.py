@@ -7,6 +7,11 @@ and is left alone, and so is one that clears the gradients under the step's own 
 before the stepping pass's backward (nothing is summed then); apex's
 `with amp.scale_loss(loss, opt) as scaled:` is followed to its loss.
 
+Also the other way round: a loss divided by an accumulation count (a name with "accum" in it)
+in a loop that calls `step()` and clears the gradients unconditionally after every `backward()`,
+so nothing accumulates and every update is that many times too small. Loops under accelerate's
+`accumulate()`, DeepSpeed or Lightning, which skip the steps themselves, are left alone.
+
 Why it hurts training: accumulated gradients are the sum over the micro-batches, so the update
 is N times larger than the batch the learning rate was tuned for: the effective learning rate
 is multiplied by the accumulation count.
@@ -26,8 +31,9 @@ import ast
 from kb_tools.lint.analysis import BACKWARD, dotted, keyword, method_call, within
 
 CODE, NAME, ENTRY = "KBL011", "accumulation-without-division", "grad-accumulation-scaling"
-MESSAGE = ("gradients are accumulated over several backward() calls per step() but the loss is not divided by "
-           "the number of micro-batches: the effective learning rate is multiplied by it")
+MESSAGE = "{what}"
+NOT_DIVIDED = ("gradients are accumulated over several backward() calls per step() but the loss is not divided by "
+               "the number of micro-batches: the effective learning rate is multiplied by it")
 
 
 def divided(a, expr) -> bool:
@@ -92,7 +98,52 @@ def _micro_loop(a, loop):
     return None
 
 
+NEVER_ACCUMULATED = ("the loss is divided by the accumulation count {count}, but step() and zero_grad() run after "
+                     "every backward(): nothing accumulates, so every update is {count} times too small")
+SKIP_STEPS_ITSELF = ("accumulate(", "deepspeed", "lightning", "accelerator", "Accelerator")
+
+
+def _accumulation_count(a, fn, loss: str):
+    """The name a loss is divided by when it is an accumulation count: `loss /= grad_accum_steps`,
+    `loss = loss / args.gradient_accumulation_steps`."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Div) and dotted(node.target) == loss:
+            count = dotted(node.value)
+        elif isinstance(node, ast.Assign) and any(dotted(t) == loss for t in node.targets) \
+                and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Div):
+            count = dotted(node.value.right)
+        else:
+            continue
+        if count and "accum" in count.lower():
+            return count
+    return None
+
+
+def _divided_but_never_accumulated(a, emit):
+    """A backward() whose innermost loop also steps and zeroes on every pass (no `if` around either)
+    while its loss was divided by an accumulation count."""
+    if any(word in ast.unparse(a.tree) for word in SKIP_STEPS_ITSELF):
+        return
+    loops = a.index.of(ast.For, ast.While)
+    for c in a.index.calls:
+        if method_call(c, *BACKWARD) is None:
+            continue
+        holders = [loop for loop in loops if within(loop, c)]
+        inner = next((loop for loop in holders if not any(o is not loop and within(loop, o) for o in holders)), None)
+        fn = a.enclosing(c)
+        loss = dotted(a.backpropagated(c))
+        count = _accumulation_count(a, fn, loss) if inner is not None and fn is not None and loss else None
+        if count is None:
+            continue
+        conditional = [n for n in ast.walk(inner) if isinstance(n, ast.If)]
+        unconditional = [x for x in a.index.calls_in(inner) if not any(within(n, x) for n in conditional)]
+        if any(a.optimizer_step(x) for x in unconditional) and any(a.zeroes(x) for x in unconditional) \
+                and not a.periodic_steps(inner):
+            emit(c, CODE, what=NEVER_ACCUMULATED.format(count=count))
+
+
 def check(a, emit):
+    _divided_but_never_accumulated(a, emit)
     for scope in a.loop_scopes:
         for loop in scope.outer:
             if not a.index.trains(loop):
@@ -104,5 +155,5 @@ def check(a, emit):
                 if method_call(c, *BACKWARD) is None:
                     continue
                 if not divided(a, a.backpropagated(c)):
-                    emit(c, CODE)
+                    emit(c, CODE, what=NOT_DIVIDED)
                 break
