@@ -1,7 +1,9 @@
 """What it finds: a training loop that calls `backward()` and an optimizer's `step()` (or updates the
 weights by hand from `.grad`), here or in the file's own functions it calls, while nothing in that
 loop zeroes the gradients (no `zero_grad()`, no `p.grad = None`, no helper that does): never, only
-once per epoch outside the batch loop, or, of two optimizers stepped, for one only.
+once per epoch outside the batch loop, or, of two optimizers stepped, for one only. A step method
+(a GAN's `step(batch)`) that steps two optimizers and zeroes one of them, when nothing in the file
+zeroes the other, is read the same way even where the loop calling it is out of sight.
 
 Why it hurts training: `backward()` adds to `.grad`; without zeroing, every step applies the sum
 of all gradients so far, so the effective learning rate grows with the step count and the run
@@ -23,7 +25,7 @@ import ast
 from kb_tools.lint.analysis import BACKWARD, ZEROING_NAMES, dotted, method_call, within
 
 CODE, NAME, ENTRY = "KBL004", "zero-grad-missing", "optimizer-step-order"
-MESSAGE = "the loop calls backward() and step() but {what}: they accumulate across steps"
+MESSAGE = "{who} calls backward() and step() but {what}: they accumulate across steps"
 
 
 def _engine(backwards, steps) -> bool:
@@ -131,7 +133,37 @@ def _branch_unzeroed(a, loop):
     return None
 
 
+def _step_method_unzeroed(a, emit):
+    """A function that calls backward() and steps two or more optimizers, zeroing some: one that
+    neither it, nor what it calls, nor any other zero_grad() of the file clears accumulates over calls."""
+    every_zero = {method_call(c, "zero_grad") for c in a.index.calls if method_call(c, "zero_grad") is not None}
+    for fn in a.index.of(ast.FunctionDef):
+        calls = a.run_calls(fn)
+        backwards = [c for c in calls if method_call(c, *BACKWARD) is not None]
+        steps = [c for c in calls if a.optimizer_step(c)]
+        branches = [n for n in ast.walk(fn) if isinstance(n, (ast.If, ast.Try, ast.For, ast.While))]
+        in_sequence = all(within(fn, c) and not any(within(b, c) for b in branches) for c in steps)
+        closures = any(c.args and a.kinds.get(method_call(c, "step") or "") != "scaler" for c in steps)
+        if not backwards or len(steps) < 2 or not in_sequence or closures or _engine(backwards, steps) \
+                or not a.zeroes(fn):
+            continue
+        mine = {method_call(c, "zero_grad") for c in calls if method_call(c, "zero_grad") is not None}
+        if every_zero - mine:
+            continue   # another zero_grad() of the file may clear the rest
+        missed = _unzeroed(a, calls, _stepped(a, steps))
+        if missed:
+            emit(backwards[0], CODE, who=f"{fn.name}()", what=f"{', '.join(missed)} is stepped and never zeroed")
+            return
+
+
 def check(a, emit):
+    found = []
+    _check_loops(a, lambda *args, **kw: (found.append(1), emit(*args, **kw)))
+    if not found:
+        _step_method_unzeroed(a, emit)
+
+
+def _check_loops(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
             calls = a.run_calls(loop)
@@ -146,13 +178,13 @@ def check(a, emit):
             where = next((c for c in a.index.calls_in(loop) if c in backwards or (a.callee(c) is not None and any(
                 b in backwards for b in a.run_calls(c)))), backwards[0])
             if not a.zeroes(loop):
-                emit(where, CODE, what="nothing in it zeroes the gradients" + (
+                emit(where, CODE, who="the loop", what="nothing in it zeroes the gradients" + (
                     " (they are zeroed outside it, once per pass of an outer loop)" if a.zeroes(scope.scope) else ""))
                 continue
             missed = _unzeroed(a, calls, _stepped(a, steps))
             if missed:
-                emit(where, CODE, what=f"{', '.join(missed)} is stepped and never zeroed")
+                emit(where, CODE, who="the loop", what=f"{', '.join(missed)} is stepped and never zeroed")
                 continue
             branch = _branch_unzeroed(a, loop)
             if branch is not None:
-                emit(branch, CODE, what="this branch never zeroes the gradients (only the other branch does)")
+                emit(branch, CODE, who="the loop", what="this branch never zeroes the gradients (only the other branch does)")
