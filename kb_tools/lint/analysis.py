@@ -302,8 +302,9 @@ class LoopScope:
 class Analysis:
     """The facts the rules read, gathered once per file."""
 
-    def __init__(self, tree, project=None):
+    def __init__(self, tree, project=None, source: str | None = None):
         self.tree = tree
+        self.source = source     # the file's text when the caller has it (comments included)
         self.project = project   # the other files linted with this one (a Project), or None
         self.foreign = {}        # id(function of another file) -> that file's Analysis
         self.index = NodeIndex(tree)
@@ -329,6 +330,12 @@ class Analysis:
         self._functions()
         self._assigned_calls()
         self._read = True
+
+    @cached_property
+    def text(self) -> str:
+        """The file's text, for rules that look for a word anywhere in it; unparsing the tree, the
+        fallback, costs about as much as all the rules together on a long file."""
+        return self.source if self.source is not None else ast.unparse(self.tree)
 
     # -- what an expression is
     def activation(self, expr, depth: int = 0) -> str | None:
@@ -1067,7 +1074,7 @@ class Project:
         if module not in self._analyses:
             self._analyses[module] = None   # while it is built, a call back into it is not followed
             try:
-                self._analyses[module] = Analysis(ast.parse(self.files[module]), project=self) \
+                self._analyses[module] = Analysis(ast.parse(self.files[module]), project=self, source=self.files[module]) \
                     if module in self.files else None
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 self._analyses[module] = None

@@ -102,7 +102,7 @@ def _lint_tree(tree, text: str, path: str, select, ignore, project=None) -> list
         key = (node.lineno, node.col_offset + 1, code)
         found.setdefault(key, Finding(path, node.lineno, node.col_offset + 1, code, message.format(**fill), entry))
 
-    analysis = Analysis(tree, project)
+    analysis = Analysis(tree, project, text)
     for module in RULE_MODULES.values():
         module.check(analysis, emit)
     return [found[k] for k in sorted(found)]

@@ -141,6 +141,8 @@ def _step_method_unzeroed(a, emit):
         calls = a.run_calls(fn)
         backwards = [c for c in calls if method_call(c, *BACKWARD) is not None]
         steps = [c for c in calls if a.optimizer_step(c)]
+        if not backwards or len(steps) < 2:
+            continue   # most functions: the walk below is the costly part
         branches = [n for n in ast.walk(fn) if isinstance(n, (ast.If, ast.Try, ast.For, ast.While))]
         in_sequence = all(within(fn, c) and not any(within(b, c) for b in branches) for c in steps)
         closures = any(c.args and a.kinds.get(method_call(c, "step") or "") != "scaler" for c in steps)

@@ -187,6 +187,8 @@ def _returned_loss_rebuilt(a, emit, losses):
         returned = {dotted(e) for r in a.returns(fn) if r.value is not None for e in _returned_parts(r.value)} - {None}
         returned = {n for n in returned if "loss" in n.lower() and not any(
             isinstance(v, ast.Constant) for _, v, holder in a.history.get(n, []) if holder is fn)}
+        if not returned:
+            continue   # most functions return no loss: skip the walk
         for node in ast.walk(fn):
             if not isinstance(node, (ast.Assign, ast.AugAssign)) or a.enclosing(node) is not fn:
                 continue

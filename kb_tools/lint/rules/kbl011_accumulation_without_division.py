@@ -122,7 +122,7 @@ def _accumulation_count(a, fn, loss: str):
 def _divided_but_never_accumulated(a, emit):
     """A backward() whose innermost loop also steps and zeroes on every pass (no `if` around either)
     while its loss was divided by an accumulation count."""
-    if any(word in ast.unparse(a.tree) for word in SKIP_STEPS_ITSELF):
+    if any(word in a.text for word in SKIP_STEPS_ITSELF):
         return
     loops = a.index.of(ast.For, ast.While)
     for c in a.index.calls:

@@ -121,7 +121,10 @@ def _matmul_axes(a, emit):
     axis of a 2-D tensor. Dropout and masked_fill of the weights keep the axes; any other reassignment
     ends the trace."""
     seen = set()
+    softmaxes = [c for c in a.index.calls if (_softmax_dim(a, c) or (None, 0))[1] <= -2]
     for fn in a.index.of(ast.FunctionDef):
+        if not any(within(fn, c) for c in softmaxes):
+            continue   # no softmax over an axis before the last: nothing to trace
         weights = {}  # name -> (softmax call, dim)
         nodes = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.BinOp, ast.Call))]
         for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset, not isinstance(n, ast.Assign))):

@@ -162,7 +162,7 @@ def _fresh_weights(a, value, depth: int = 0) -> bool:
 def _parts_left_out(a, emit):
     """Optimizers over `P.x.parameters()` for some parts x of a model P whose class is in the file;
     a part `P.y` the class builds from fresh layers and uses, given to no optimizer, never trains."""
-    text = ast.unparse(a.tree)
+    text = a.text
     optimizers = [c for c in a.index.calls if a.kind_of(c) == "optimizer"]
     groups = [c for c in a.index.calls if isinstance(c.func, ast.Attribute) and c.func.attr == "add_param_group"]
     owners = [a.parameter_owners(c) for c in optimizers]
