@@ -442,7 +442,7 @@ class Analysis:
         if name is not None and torch_loss(name):
             return LOSS_KINDS.get(name, "other")
         if isinstance(call.func, ast.Call) and torch_loss(self.imp.canon(call.func.func) or ""):
-            return LOSS_KINDS.get(self.imp.canon(call.func.func), "other")   # nn.CrossEntropyLoss()(x, y)
+            return LOSS_KINDS.get(self.imp.canon(call.func.func) or "", "other")   # nn.CrossEntropyLoss()(x, y)
         kind = self.kinds.get(dotted(call.func) or "")
         if kind and kind.startswith("loss:"):
             return kind[5:]
