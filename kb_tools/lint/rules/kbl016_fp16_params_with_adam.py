@@ -103,13 +103,26 @@ def check(a, emit):
             k.arg in ("torch_dtype", "dtype") and _fp16_dtype(a, k.value) for k in c.keywords)
 
     calls = a.index.calls
-    casted = {method_call(c, "half", "to") for c in calls if to_fp16(c)} - {""}
+    cast_in = {}   # name -> the functions (None: module level) where it is cast or bound to a cast
+    for c in calls:
+        if to_fp16(c) and method_call(c, "half", "to"):
+            cast_in.setdefault(method_call(c, "half", "to"), set()).add(a.enclosing(c))
     halving = _self_halving_classes(a)
     for node in a.index.of(ast.Assign):   # model = Net().cuda().half(): the name bound to the cast result
         value = unchain(node.value)
         if isinstance(node.value, ast.Call) and (to_fp16(node.value) or loaded_fp16(value) or (
                 isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in halving)):
-            casted.update(dotted(t) for t in node.targets if dotted(t))
+            for t in node.targets:
+                if dotted(t):
+                    cast_in.setdefault(dotted(t), set()).add(a.enclosing(node))
+    casted = set(cast_in)
+
+    def cast_for(opt) -> set:
+        """The optimizer's owners cast to fp16 where it sees them: a name its own function binds
+        counts only when cast there (a validation helper's fp16 copy of the same name is another model)."""
+        fn = a.enclosing(opt)
+        return {n for n in a.parameter_owners(opt) if n in cast_in and (
+            fn in cast_in[n] or not any(holder is fn for _, _, holder in a.history.get(n, [])))}
     if any((a.imp.canon(c.func) or "").startswith("peft.") for c in calls):
         casted -= {dotted(c.args[0]) for c in calls if (a.imp.canon(c.func) or "").startswith("peft.") and c.args}
     half_default = any(_half_by_default(a, c) for c in calls)
@@ -117,7 +130,7 @@ def check(a, emit):
         return
     for c in calls:
         name = adam_family(c)
-        if name and set(a.parameter_owners(c)) & casted:
+        if name and cast_for(c):
             emit(c, CODE, opt=name.rsplit(".", 1)[-1], how="cast to float16")
         elif name and c.args and half_default:
             emit(c, CODE, opt=name.rsplit(".", 1)[-1], how="float16 by default (the file sets the default dtype)")
