@@ -4,6 +4,10 @@ that is handed the scheduler's optimizer: `train(model, loader, optimizer)`), or
 function that steps the optimizer after it (a per-epoch `train_epoch()`, a wrapper's `step()`);
 or, in a loop body, a scheduler's `step()` on every pass while the optimizer steps only under an
 accumulation condition (an `if` whose test holds a modulo or a name that says accumulation).
+Also a schedule sized in batches (`OneCycleLR(..., steps_per_epoch=...)`, or a `T_max` or
+`num_training_steps` computed from `len(loader)`) whose `step()` runs once per epoch: in a loop
+whose optimizer steps only in an inner loop or in a called function's loop, or after the batch
+loop of a per-epoch function.
 Schedulers and optimizers are known by how they were built or, when that is out of sight (a
 parameter, an attribute set elsewhere), by a name that says sched or optim; a `step(epoch)` or
 `step(metric)`, which sets the schedule's position itself, is left alone.
@@ -11,7 +15,8 @@ parameter, an attribute set elsewhere), by a name that says sched or optim; a `s
 Why it hurts training: current torch expects `optimizer.step()` first and the scheduler's
 `step()` after it. In the other order the schedule has already advanced once before any update
 is made, so the run never trains at the schedule's first value (a warmup's starting rate, the
-initial learning rate), and torch prints a UserWarning saying so.
+initial learning rate), and torch prints a UserWarning saying so. A schedule sized in batches and
+ticked per epoch moves one batch's worth per epoch: its warmup or decay barely starts.
 
 Example:
     scheduler.step()
@@ -23,13 +28,16 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import dotted, keyword, method_call
+from kb_tools.lint.analysis import dotted, keyword, method_call, within
 
 CODE, NAME, ENTRY = "KBL006", "scheduler-before-optimizer", "scheduler-step-order"
 MESSAGE = "scheduler.step() {how}"
 BEFORE = "runs before optimizer.step(): the first learning rate is skipped"
 EVERY_BATCH = ("runs on every batch while optimizer.step() runs only under the accumulation condition: the "
                "schedule ticks once per micro-batch, so a warmup or decay sized in updates ends that many times too early")
+
+PER_EPOCH = ("runs once per epoch while its schedule is sized in batches ({size}): each epoch moves it by one "
+             "batch's worth, so its warmup or decay barely starts")
 
 
 def _optimizer_of(a, scheduler: str) -> str | None:
@@ -103,9 +111,84 @@ def _per_batch_under_accumulation(a, emit):
                     emit(stmt.value, CODE, how=EVERY_BATCH)
 
 
+def _loader(a, expr) -> bool:
+    name = dotted(expr) or ""
+    return a.kinds.get(name) == "loader" or "loader" in name.rsplit(".", 1)[-1].lower()
+
+
+def _sized_in_batches(a, expr, depth: int = 0) -> str | None:
+    """The `len(loader)` a scheduler's size is computed from (followed through names two levels:
+    `total = len(train_loader) * epochs`), as written; None when none is seen."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and dotted(node.func) == "len" and node.args and _loader(a, node.args[0]):
+            return ast.unparse(node)
+        if depth < 2 and isinstance(node, (ast.Name, ast.Attribute)) and dotted(node):
+            for _, value, _ in a.history.get(dotted(node), []):
+                found = _sized_in_batches(a, value, depth + 1)
+                if found:
+                    return found
+    return None
+
+
+def _optimizer_steps(a, call) -> bool:
+    receiver = method_call(call, "step")
+    return receiver is not None and _optimizer_named(a, receiver)
+
+
+def _steps_in(a, node, in_loop: bool, depth: int = 0) -> bool:
+    """Whether `node` steps an optimizer inside one of its own loops (in_loop=True) or outside all of
+    them, once per pass of `node` (in_loop=False). A call of the file's own function counts as what
+    that function does, at the call's place (one level): a loop calling `train_step()` steps in it."""
+    loops = [n for n in a.index.of(ast.For, ast.While) if n is not node and within(node, n)]
+    for c in a.index.calls_in(node):
+        looped = any(within(loop, c) for loop in loops)
+        if _optimizer_steps(a, c) and looped == in_loop:
+            return True
+        fn = a.callee(c) if depth < 1 else None
+        if fn is None or fn is node:
+            continue
+        if looped and in_loop and (_steps_in(a, fn, False, depth + 1) or _steps_in(a, fn, True, depth + 1)):
+            return True
+        if not looped and _steps_in(a, fn, in_loop, depth + 1):
+            return True
+    return False
+
+
+def _ticked_per_epoch(a, emit):
+    """A schedule sized in batches (`OneCycleLR(..., steps_per_epoch=len(loader))`, `T_max` or
+    `num_training_steps` computed from `len(loader)`) whose `step()` runs where the batches have
+    already been iterated: in a loop whose optimizer steps only in an inner loop (or in a called
+    function's loop), or after the batch loop of a per-epoch function."""
+    for call in a.index.calls:
+        receiver = method_call(call, "step")
+        if receiver is None or call.args or call.keywords or a.kinds.get(receiver) != "scheduler":
+            continue
+        built = a.values.get(receiver)
+        if not isinstance(built, ast.Call):
+            continue
+        canon = a.imp.canon(built.func) or ""
+        size = "steps_per_epoch" if canon.endswith("OneCycleLR") and keyword(built, "steps_per_epoch") is not None \
+            else next(filter(None, (_sized_in_batches(a, e) for e in list(built.args[1:]) + [
+                k.value for k in built.keywords if k.arg != "optimizer"])), None)
+        if size is None:
+            continue
+        fn = a.enclosing(call)
+        mine = [n for n in a.index.of(ast.For, ast.While) if a.enclosing(n) is fn]
+        around = [n for n in mine if within(n, call)]
+        if around:   # the innermost loop around the tick steps only in its inner loops or called loops
+            loop = max(around, key=lambda n: (n.lineno, n.col_offset))
+            per_epoch = _steps_in(a, loop, True) and not _steps_in(a, loop, False)
+        else:        # a per-epoch function: the tick after a loop that steps on every pass
+            per_epoch = fn is not None and not _steps_in(a, fn, False) and any(
+                (n.end_lineno or 0) < call.lineno and _steps_in(a, n, False) for n in mine)
+        if per_epoch:
+            emit(call, CODE, how=PER_EPOCH.format(size=size))
+
+
 def check(a, emit):
     _function_steps(a, emit)
     _per_batch_under_accumulation(a, emit)
+    _ticked_per_epoch(a, emit)
     for scope in a.loop_scopes:
         for loop in scope.loops:
             own = [c for stmt in loop.body for c in a.index.calls_in(stmt)]
