@@ -7,7 +7,9 @@ accumulation condition (an `if` whose test holds a modulo or a name that says ac
 Also a schedule sized in batches (`OneCycleLR(..., steps_per_epoch=...)`, or a `T_max` or
 `num_training_steps` computed from `len(loader)`) whose `step()` runs once per epoch: in a loop
 whose optimizer steps only in an inner loop or in a called function's loop, or after the batch
-loop of a per-epoch function.
+loop of a per-epoch function; and, in a Lightning module, a per-step schedule (OneCycleLR, CyclicLR,
+a transformers warmup factory, or one sized from the trainer's step count or a loader) that
+`configure_optimizers` returns with no `"interval"` key, so Lightning ticks it once per epoch.
 Schedulers and optimizers are known by how they were built or, when that is out of sight (a
 parameter, an attribute set elsewhere), by a name that says sched or optim; a `step(epoch)` or
 `step(metric)`, which sets the schedule's position itself, is left alone.
@@ -38,6 +40,9 @@ EVERY_BATCH = ("runs on every batch while optimizer.step() runs only under the a
 
 PER_EPOCH = ("runs once per epoch while its schedule is sized in batches ({size}): each epoch moves it by one "
              "batch's worth, so its warmup or decay barely starts")
+
+LIGHTNING_EPOCH = ("is left to Lightning, which ticks a scheduler once per epoch unless configure_optimizers returns it "
+                   "with \"interval\": \"step\"; this one is a per-step schedule ({why}), so it barely moves")
 
 
 def _optimizer_of(a, scheduler: str) -> str | None:
@@ -185,10 +190,47 @@ def _ticked_per_epoch(a, emit):
             emit(call, CODE, how=PER_EPOCH.format(size=size))
 
 
+def _step_schedule(a, built) -> str | None:
+    """What makes a scheduler built in configure_optimizers a per-step one: its class (OneCycleLR,
+    CyclicLR, a transformers warmup factory) or a size read from the trainer's step count or a loader."""
+    canon = a.imp.canon(built.func) or dotted(built.func) or ""
+    last = canon.rsplit(".", 1)[-1]
+    if last in ("OneCycleLR", "CyclicLR") or (last.startswith("get_") and "schedule" in last):
+        return last
+    for expr in list(built.args[1:]) + [k.value for k in built.keywords]:
+        for node in ast.walk(expr):
+            name = dotted(node) or ""
+            if name.endswith(("estimated_stepping_batches", "max_steps", "num_training_steps")):
+                return name.rsplit(".", 1)[-1]
+        found = _sized_in_batches(a, expr)
+        if found:
+            return found
+    return None
+
+
+def _lightning_interval(a, emit):
+    """A LightningModule's configure_optimizers that returns a per-step schedule with no
+    `"interval": "step"` anywhere in it: Lightning's default interval is the epoch."""
+    if "lightning" not in a.text or any(method_call(c, "configure_optimizers") for c in a.index.calls):
+        return   # not Lightning, or a loop of the file's own that takes the schedulers and steps them
+    for fn in a.index.of(ast.FunctionDef):
+        if fn.name != "configure_optimizers":
+            continue
+        intervals = [v for d in a.index.of(ast.Dict) if within(fn, d)
+                     for k, v in zip(d.keys, d.values) if isinstance(k, ast.Constant) and k.value == "interval"]
+        if intervals:
+            continue   # set, to "step" or to something this reading cannot see
+        for c in a.index.calls_in(fn):
+            if a.kind_of(c) == "scheduler" and (why := _step_schedule(a, c)):
+                emit(c, CODE, how=LIGHTNING_EPOCH.format(why=why))
+                break
+
+
 def check(a, emit):
     _function_steps(a, emit)
     _per_batch_under_accumulation(a, emit)
     _ticked_per_epoch(a, emit)
+    _lightning_interval(a, emit)
     for scope in a.loop_scopes:
         for loop in scope.loops:
             own = [c for stmt in loop.body for c in a.index.calls_in(stmt)]
