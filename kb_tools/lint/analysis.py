@@ -562,6 +562,48 @@ class Analysis:
         receiver = method_call(call, "step")
         return receiver is not None and not self.is_scheduler(receiver)
 
+    def optimizer_named(self, receiver: str) -> bool:
+        """An optimizer (or GradScaler) by kind, or, when its kind is unknown (a parameter, an attribute
+        set elsewhere), by a name that says optim and not sched: stricter than optimizer_step, which
+        an RL loop's `env.step()` would pass."""
+        return self.kinds.get(receiver) in ("optimizer", "scaler") or (
+            self.kinds.get(receiver) is None and "optim" in receiver.lower() and not self.is_scheduler(receiver))
+
+    def steps_in(self, node, in_loop: bool, depth: int = 0) -> bool:
+        """Whether `node` steps an optimizer (optimizer_named) inside one of its own loops (in_loop=True)
+        or outside all of them, once per pass of `node` (in_loop=False). A call of the file's own
+        function counts as what that function does, at the call's place (one level): a loop that calls
+        `train_step()` steps once per pass; one that calls `train_one_epoch()` steps in an inner loop."""
+        loops = [n for n in self.index.of(ast.For, ast.While) if n is not node and within(node, n)]
+        for c in self.index.calls_in(node):
+            looped = any(within(loop, c) for loop in loops)
+            receiver = method_call(c, "step")
+            if receiver is not None and self.optimizer_named(receiver) and looped == in_loop:
+                return True
+            fn = self.callee(c) if depth < 1 else None
+            if fn is None or fn is node:
+                continue
+            if looped and in_loop and (self.steps_in(fn, False, depth + 1) or self.steps_in(fn, True, depth + 1)):
+                return True
+            if not looped and self.steps_in(fn, in_loop, depth + 1):
+                return True
+        return False
+
+    def sized_in_batches(self, expr, depth: int = 0) -> str | None:
+        """The `len(loader)` an expression (a scheduler's size) is computed from, followed through names
+        two levels (`total = len(train_loader) * epochs`), as written; None when none is seen."""
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Call) and dotted(node.func) == "len" and node.args:
+                name = dotted(node.args[0]) or ""
+                if self.kinds.get(name) == "loader" or "loader" in name.rsplit(".", 1)[-1].lower():
+                    return ast.unparse(node)
+            if depth < 2 and isinstance(node, (ast.Name, ast.Attribute)) and dotted(node):
+                for _, value, _ in self.history.get(dotted(node), []):
+                    found = self.sized_in_batches(value, depth + 1)
+                    if found:
+                        return found
+        return None
+
     @cached_property
     def loss_calls(self) -> list:
         """(call, loss kind) for every call that computes a torch loss on at least one argument."""

@@ -54,18 +54,11 @@ def _optimizer_of(a, scheduler: str) -> str | None:
     return None
 
 
-def _optimizer_named(a, receiver: str) -> bool:
-    """An optimizer (or GradScaler) by kind, or, when its kind is unknown (a parameter, an attribute
-    set elsewhere), by a name that says optim and not sched."""
-    return a.kinds.get(receiver) in ("optimizer", "scaler") or (
-        a.kinds.get(receiver) is None and "optim" in receiver.lower() and not a.is_scheduler(receiver))
-
-
 def _steps_optimizer(a, call, optimizer) -> bool:
     """Whether a call steps an optimizer: `opt.step()`, `scaler.step(opt)`, or a call of a function
     that is handed the scheduler's optimizer (`train(model, loader, optimizer=opt)`), which steps it."""
     receiver = method_call(call, "step")
-    if receiver is not None and _optimizer_named(a, receiver):
+    if receiver is not None and a.optimizer_named(receiver):
         return True
     if optimizer and receiver is None and method_call(call, "zero_grad", "state_dict", "load_state_dict") is None:
         return any(dotted(arg) == optimizer for arg in list(call.args) + [k.value for k in call.keywords])
@@ -84,7 +77,7 @@ def _function_steps(a, emit):
         if sched is None:
             continue
         calls = [c for stmt in fn.body for c in a.run_calls(stmt)]
-        opt = next((c for c in calls if method_call(c, "step") and _optimizer_named(a, method_call(c, "step"))), None)
+        opt = next((c for c in calls if method_call(c, "step") and a.optimizer_named(method_call(c, "step"))), None)
         if opt is not None and calls.index(sched) < calls.index(opt):
             emit(sched, CODE, how=BEFORE)
 
@@ -106,7 +99,7 @@ def _per_batch_under_accumulation(a, emit):
     for scope in a.loop_scopes:
         for loop in scope.loops:
             gated = [stmt for stmt in loop.body if isinstance(stmt, ast.If) and _accumulation_test(stmt.test)
-                     and any(method_call(c, "step") and _optimizer_named(a, method_call(c, "step"))
+                     and any(method_call(c, "step") and a.optimizer_named(method_call(c, "step"))
                              for inner in stmt.body for c in a.index.calls_in(inner))]
             if not gated:
                 continue
@@ -114,49 +107,6 @@ def _per_batch_under_accumulation(a, emit):
                 if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
                         and method_call(stmt.value, "step") and a.is_scheduler(method_call(stmt.value, "step")):
                     emit(stmt.value, CODE, how=EVERY_BATCH)
-
-
-def _loader(a, expr) -> bool:
-    name = dotted(expr) or ""
-    return a.kinds.get(name) == "loader" or "loader" in name.rsplit(".", 1)[-1].lower()
-
-
-def _sized_in_batches(a, expr, depth: int = 0) -> str | None:
-    """The `len(loader)` a scheduler's size is computed from (followed through names two levels:
-    `total = len(train_loader) * epochs`), as written; None when none is seen."""
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Call) and dotted(node.func) == "len" and node.args and _loader(a, node.args[0]):
-            return ast.unparse(node)
-        if depth < 2 and isinstance(node, (ast.Name, ast.Attribute)) and dotted(node):
-            for _, value, _ in a.history.get(dotted(node), []):
-                found = _sized_in_batches(a, value, depth + 1)
-                if found:
-                    return found
-    return None
-
-
-def _optimizer_steps(a, call) -> bool:
-    receiver = method_call(call, "step")
-    return receiver is not None and _optimizer_named(a, receiver)
-
-
-def _steps_in(a, node, in_loop: bool, depth: int = 0) -> bool:
-    """Whether `node` steps an optimizer inside one of its own loops (in_loop=True) or outside all of
-    them, once per pass of `node` (in_loop=False). A call of the file's own function counts as what
-    that function does, at the call's place (one level): a loop calling `train_step()` steps in it."""
-    loops = [n for n in a.index.of(ast.For, ast.While) if n is not node and within(node, n)]
-    for c in a.index.calls_in(node):
-        looped = any(within(loop, c) for loop in loops)
-        if _optimizer_steps(a, c) and looped == in_loop:
-            return True
-        fn = a.callee(c) if depth < 1 else None
-        if fn is None or fn is node:
-            continue
-        if looped and in_loop and (_steps_in(a, fn, False, depth + 1) or _steps_in(a, fn, True, depth + 1)):
-            return True
-        if not looped and _steps_in(a, fn, in_loop, depth + 1):
-            return True
-    return False
 
 
 def _ticked_per_epoch(a, emit):
@@ -173,7 +123,7 @@ def _ticked_per_epoch(a, emit):
             continue
         canon = a.imp.canon(built.func) or ""
         size = "steps_per_epoch" if canon.endswith("OneCycleLR") and keyword(built, "steps_per_epoch") is not None \
-            else next(filter(None, (_sized_in_batches(a, e) for e in list(built.args[1:]) + [
+            else next(filter(None, (a.sized_in_batches(e) for e in list(built.args[1:]) + [
                 k.value for k in built.keywords if k.arg != "optimizer"])), None)
         if size is None:
             continue
@@ -182,10 +132,10 @@ def _ticked_per_epoch(a, emit):
         around = [n for n in mine if within(n, call)]
         if around:   # the innermost loop around the tick steps only in its inner loops or called loops
             loop = max(around, key=lambda n: (n.lineno, n.col_offset))
-            per_epoch = _steps_in(a, loop, True) and not _steps_in(a, loop, False)
+            per_epoch = a.steps_in(loop, True) and not a.steps_in(loop, False)
         else:        # a per-epoch function: the tick after a loop that steps on every pass
-            per_epoch = fn is not None and not _steps_in(a, fn, False) and any(
-                (n.end_lineno or 0) < call.lineno and _steps_in(a, n, False) for n in mine)
+            per_epoch = fn is not None and not a.steps_in(fn, False) and any(
+                (n.end_lineno or 0) < call.lineno and a.steps_in(n, False) for n in mine)
         if per_epoch:
             emit(call, CODE, how=PER_EPOCH.format(size=size))
 
@@ -202,7 +152,7 @@ def _step_schedule(a, built) -> str | None:
             name = dotted(node) or ""
             if name.endswith(("estimated_stepping_batches", "max_steps", "num_training_steps")):
                 return name.rsplit(".", 1)[-1]
-        found = _sized_in_batches(a, expr)
+        found = a.sized_in_batches(expr)
         if found:
             return found
     return None
