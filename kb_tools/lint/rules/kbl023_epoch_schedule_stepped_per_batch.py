@@ -1,0 +1,94 @@
+"""What it finds: a learning-rate schedule sized in epochs (`StepLR(step_size=...)`,
+`MultiStepLR(milestones=...)`, `CosineAnnealingLR(T_max=...)`, `PolynomialLR(total_iters=...)`,
+`LinearLR(total_iters=...)`, `CosineAnnealingWarmRestarts(T_0=...)` whose size is read from a name that
+says epoch: `args.epochs`, `max_epochs`, `[int(0.6 * num_epochs)]`) whose `step()` runs inside the batch
+loop, where the optimizer steps on every pass. A loop over epochs that steps the optimizer once per pass
+(full-batch training) is left alone, and so is a size that also counts batches or steps
+(`T_max=epochs * len(loader)`).
+
+Why it hurts training: a scheduler moves one tick per `step()`. Sized in epochs and ticked per batch,
+it runs through its whole schedule in the first `size` batches: a StepLR meant to divide the learning
+rate by 10 every 30 epochs does it every 30 batches, so within an epoch or two the learning rate is
+many orders of magnitude below its start and the loss goes flat.
+
+Example:
+    scheduler = StepLR(optimizer, step_size=args.epochs // 3, gamma=0.1)
+    for epoch in range(args.epochs):
+        for x, y in loader:
+            ...
+            optimizer.step()
+            scheduler.step()
+
+Use instead:
+    for epoch in range(args.epochs):
+        for x, y in loader:
+            ...
+            optimizer.step()
+        scheduler.step()
+"""
+import ast
+
+from kb_tools.lint.analysis import dotted, method_call, within
+
+CODE, NAME, ENTRY = "KBL023", "epoch-schedule-stepped-per-batch", "lr-decay-too-early"
+MESSAGE = ("{cls} is sized in epochs ({size}) but stepped here on every batch: it runs through its whole "
+           "schedule in that many batches, so the learning rate decays to about zero early; step it once per epoch")
+SIZED = {"StepLR": ("step_size", 1), "MultiStepLR": ("milestones", 1), "CosineAnnealingLR": ("T_max", 1),
+         "PolynomialLR": ("total_iters", 1), "LinearLR": ("total_iters", 3),
+         "CosineAnnealingWarmRestarts": ("T_0", 1)}   # class -> (the size argument, its position)
+COUNTS_STEPS = ("step", "iter", "batch", "len")
+
+
+def _epoch_size(a, expr, depth: int = 0) -> str | None:
+    """The epoch-named name an expression reads (followed through names two levels), or None; None
+    too when it also reads a step, iteration or batch count, or a len(...)."""
+    names = [dotted(n) or "" for n in ast.walk(expr) if isinstance(n, (ast.Name, ast.Attribute))]
+    calls = [dotted(n.func) or "" for n in ast.walk(expr) if isinstance(n, ast.Call)]
+    if any(word in name.rsplit(".", 1)[-1].lower() for name in names + calls for word in COUNTS_STEPS):
+        return None
+    epoch = next((name for name in names if "epoch" in name.rsplit(".", 1)[-1].lower()), None)
+    if epoch is not None:
+        return epoch
+    if depth < 2:
+        for name in names:
+            for _, value, _ in a.history.get(name, []):
+                found = _epoch_size(a, value, depth + 1)
+                if found:
+                    return found
+    return None
+
+
+def _epoch_loop(loop) -> bool:
+    """A loop over epochs, by its target's name or what it iterates."""
+    names = [dotted(n) or "" for n in ast.walk(loop.target if isinstance(loop, ast.For) else loop.test)
+             if isinstance(n, (ast.Name, ast.Attribute))]
+    if isinstance(loop, ast.For):
+        names += [dotted(n) or "" for n in ast.walk(loop.iter) if isinstance(n, (ast.Name, ast.Attribute))]
+    return any("epoch" in name.lower() for name in names)
+
+
+def check(a, emit):
+    for call in a.index.calls:
+        receiver = method_call(call, "step")
+        if receiver is None or call.args or call.keywords or a.kinds.get(receiver) != "scheduler":
+            continue
+        built = a.values.get(receiver)
+        if not isinstance(built, ast.Call):
+            continue
+        cls = (a.imp.canon(built.func) or "").rsplit(".", 1)[-1]
+        if cls not in SIZED or not (a.imp.canon(built.func) or "").startswith("torch.optim.lr_scheduler."):
+            continue
+        keyword_name, position = SIZED[cls]
+        size_expr = next((k.value for k in built.keywords if k.arg == keyword_name), None)
+        if size_expr is None and len(built.args) > position:
+            size_expr = built.args[position]
+        size = _epoch_size(a, size_expr) if size_expr is not None else None
+        if size is None:
+            continue
+        fn = a.enclosing(call)
+        around = [n for n in a.index.of(ast.For, ast.While) if a.enclosing(n) is fn and within(n, call)]
+        if not around:
+            continue
+        loop = max(around, key=lambda n: (n.lineno, n.col_offset))   # the innermost loop around the tick
+        if not _epoch_loop(loop) and a.steps_in(loop, False):
+            emit(call, CODE, cls=cls, size=size)
