@@ -30,7 +30,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import dotted, keyword, method_call, within
+from kb_tools.lint.analysis import THIRD_PARTY, dotted, keyword, method_call, within
 
 CODE, NAME, ENTRY = "KBL006", "scheduler-before-optimizer", "scheduler-step-order"
 MESSAGE = "scheduler.step() {how}"
@@ -61,8 +61,9 @@ def _steps_optimizer(a, call, optimizer) -> bool:
     if receiver is not None and a.optimizer_named(receiver):
         return True
     if optimizer and receiver is None and method_call(call, "zero_grad", "state_dict", "load_state_dict") is None:
-        return any(dotted(arg) == optimizer for arg in list(call.args) + [k.value for k in call.keywords])
-    return False
+        library = (a.imp.canon(call.func) or "").split(".")[0] in ("torch", "accelerate", "lightning") + THIRD_PARTY
+        return not library and any(dotted(arg) == optimizer for arg in list(call.args) + [k.value for k in call.keywords])
+    return False   # a library call handed the optimizer (amp.scale_loss, amp.master_params) does not step it
 
 
 def _function_steps(a, emit):
@@ -82,15 +83,23 @@ def _function_steps(a, emit):
             emit(sched, CODE, how=BEFORE)
 
 
-def _accumulation_test(test) -> bool:
-    """An `if` test that reads as the accumulation condition: `(i + 1) % accum == 0`, `if accumulate_done:`."""
+def _accumulation_test(a, test, depth: int = 0) -> bool:
+    """An `if` test that reads as the accumulation condition: `(i + 1) % accum == 0`, `if accumulate_done:`,
+    or a name assigned such a test (`sync = step % k == 0; if sync:`)."""
     for node in ast.walk(test):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             return True
         name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
         if name and "accum" in name.lower():
             return True
+        if name and depth < 1 and any(_accumulation_test(a, value, depth + 1) for _, value, _ in a.history.get(name, [])):
+            return True
     return False
+
+
+def _steps(a, statements) -> bool:
+    return any(method_call(c, "step") and a.optimizer_named(method_call(c, "step"))
+               for stmt in statements for c in a.index.calls_in(stmt))
 
 
 def _per_batch_under_accumulation(a, emit):
@@ -98,9 +107,8 @@ def _per_batch_under_accumulation(a, emit):
     itself, outside any condition, steps a scheduler (by kind or by name)."""
     for scope in a.loop_scopes:
         for loop in scope.loops:
-            gated = [stmt for stmt in loop.body if isinstance(stmt, ast.If) and _accumulation_test(stmt.test)
-                     and any(method_call(c, "step") and a.optimizer_named(method_call(c, "step"))
-                             for inner in stmt.body for c in a.index.calls_in(inner))]
+            gated = [stmt for stmt in loop.body if isinstance(stmt, ast.If) and _accumulation_test(a, stmt.test)
+                     and _steps(a, stmt.body) != _steps(a, stmt.orelse)]   # `if accumulating: ... else: step`
             if not gated:
                 continue
             for stmt in loop.body:

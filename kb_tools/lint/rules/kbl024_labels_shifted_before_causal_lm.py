@@ -1,7 +1,8 @@
 """What it finds: a Hugging Face causal language model (`AutoModelForCausalLM`, `...ForCausalLM`,
 `...LMHeadModel`, loaded with `from_pretrained` or built from a config) called with
 `input_ids=ids[:, :-1]` and `labels=ids[:, 1:]`: inputs and labels already shifted against each
-other by hand, directly or through names assigned in the same function.
+other by hand, directly or through names assigned in the same function; or, in a file that builds
+such a model, a batch dict (a dataset's `__getitem__`, a collator) that pairs them that way.
 
 Why it hurts training: these models shift the labels themselves (the logits at position t are scored
 against `labels[t + 1]`, which is why `labels=input_ids` is the documented call). Shifted once more
@@ -58,7 +59,7 @@ def _slice_of(a, expr, holder, depth: int = 0):
 
 
 def check(a, emit):
-    models = {name for name, value in a.values.items() if _causal_lm(a, value)}
+    models = {name for name, entries in a.history.items() if any(_causal_lm(a, value) for _, value, _ in entries)}
     if not models:
         return
     for call in a.index.calls:
@@ -67,7 +68,18 @@ def check(a, emit):
         if model not in models or labels is None:
             continue
         inputs = keyword(call, "input_ids") or (call.args[0] if call.args else None)
-        holder = a.enclosing(call)
-        shifted, cut = _slice_of(a, labels, holder), _slice_of(a, inputs, holder) if inputs is not None else None
-        if shifted and cut and shifted[1] == "next" and cut[1] == "cut" and shifted[0] == cut[0]:
+        if _shifted_pair(a, inputs, labels, a.enclosing(call)):
             emit(call, CODE, labels=ast.unparse(labels), inputs=ast.unparse(inputs), model=model)
+    for batch in a.index.of(ast.Dict):   # a dataset or collator that hands the model a pre-shifted batch
+        fields = {k.value: v for k, v in zip(batch.keys, batch.values) if isinstance(k, ast.Constant)}
+        inputs, labels = fields.get("input_ids"), fields.get("labels")
+        if labels is not None and _shifted_pair(a, inputs, labels, a.enclosing(batch)):
+            emit(batch, CODE, labels=ast.unparse(labels), inputs=ast.unparse(inputs), model=sorted(models)[0])
+
+
+def _shifted_pair(a, inputs, labels, holder) -> bool:
+    """`labels` is `ids[..., 1:]` and `inputs` is `ids[..., :-1]` of the same ids."""
+    if inputs is None:
+        return False
+    shifted, cut = _slice_of(a, labels, holder), _slice_of(a, inputs, holder)
+    return bool(shifted and cut and shifted[1] == "next" and cut[1] == "cut" and shifted[0] == cut[0])
