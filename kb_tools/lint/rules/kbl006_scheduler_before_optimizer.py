@@ -155,14 +155,33 @@ def _step_schedule(a, built) -> str | None:
     last = canon.rsplit(".", 1)[-1]
     if last in ("OneCycleLR", "CyclicLR") or (last.startswith("get_") and "schedule" in last):
         return last
-    for expr in list(built.args[1:]) + [k.value for k in built.keywords]:
-        for node in ast.walk(expr):
-            name = dotted(node) or ""
-            if name.endswith(("estimated_stepping_batches", "max_steps", "num_training_steps")):
-                return name.rsplit(".", 1)[-1]
-        found = a.sized_in_batches(expr)
+    exprs = list(built.args[1:]) + [k.value for k in built.keywords]
+    holder = a.enclosing(built)
+    local = {fn.name: fn for fn in a.index.of(ast.FunctionDef) if holder is not None and fn is not holder
+             and within(holder, fn)}
+    exprs += [local[e.id] for e in exprs if isinstance(e, ast.Name) and e.id in local]   # LambdaLR(opt, lr_lambda)
+    for expr in exprs:
+        found = _step_count(a, expr) or a.sized_in_batches(expr)
         if found:
             return found
+    return None
+
+
+def _step_count(a, expr, depth: int = 0) -> str | None:
+    """A name counting optimizer steps that `expr` reads (`self.hparams.max_steps`, `warmup_steps`,
+    `trainer.estimated_stepping_batches`), followed through local names once."""
+    for node in ast.walk(expr):
+        name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if not name:
+            continue
+        last = name.rsplit(".", 1)[-1]
+        if last.endswith("_steps") or last == "estimated_stepping_batches":
+            return last
+        if depth < 1 and isinstance(node, ast.Name):
+            for _, value, _ in a.history.get(name, []):
+                found = _step_count(a, value, depth + 1)
+                if found:
+                    return found
     return None
 
 
