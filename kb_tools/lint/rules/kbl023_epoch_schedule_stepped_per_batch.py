@@ -4,7 +4,8 @@
 says epoch: `args.epochs`, `max_epochs`, `[int(0.6 * num_epochs)]`) whose `step()` runs inside the batch
 loop, where the optimizer steps on every pass. A loop over epochs that steps the optimizer once per pass
 (full-batch training) is left alone, and so is a size that also counts batches or steps
-(`T_max=epochs * len(loader)`).
+(`T_max=epochs * len(loader)`). Also a schedule whose length divides the batches per epoch by the
+epochs (`num_training_steps=len(train_loader) // n_epochs`) where the total is their product.
 
 Why it hurts training: a scheduler moves one tick per `step()`. Sized in epochs and ticked per batch,
 it runs through its whole schedule in the first `size` batches: a StepLR meant to divide the learning
@@ -31,8 +32,11 @@ import ast
 from kb_tools.lint.analysis import dotted, method_call, within
 
 CODE, NAME, ENTRY = "KBL023", "epoch-schedule-stepped-per-batch", "lr-decay-too-early"
-MESSAGE = ("{cls} is sized in epochs ({size}) but stepped here on every batch: it runs through its whole "
-           "schedule in that many batches, so the learning rate decays to about zero early; step it once per epoch")
+MESSAGE = "{what}"
+PER_BATCH = ("{cls} is sized in epochs ({size}) but stepped here on every batch: it runs through its whole "
+             "schedule in that many batches, so the learning rate decays to about zero early; step it once per epoch")
+DIVIDED = ("the schedule's length {expr} divides the batches per epoch by the epochs instead of multiplying: it is "
+           "{epochs} squared times too short, and every step after its end runs at its final learning rate")
 SIZED = {"StepLR": ("step_size", 1), "MultiStepLR": ("milestones", 1), "CosineAnnealingLR": ("T_max", 1),
          "PolynomialLR": ("total_iters", 1), "LinearLR": ("total_iters", 3),
          "CosineAnnealingWarmRestarts": ("T_0", 1)}   # class -> (the size argument, its position)
@@ -91,4 +95,34 @@ def check(a, emit):
             continue
         loop = max(around, key=lambda n: (n.lineno, n.col_offset))   # the innermost loop around the tick
         if not _epoch_loop(loop) and a.steps_in(loop, False):
-            emit(call, CODE, cls=cls, size=size)
+            emit(call, CODE, what=PER_BATCH.format(cls=cls, size=size))
+    _divided_by_epochs(a, emit)
+
+
+def _divided_by_epochs(a, emit):
+    """A scheduler whose size is `len(loader) // epochs` (or `/`), read directly or through names: the
+    total number of steps is the product of the two."""
+    for built in a.index.calls:
+        if a.kind_of(built) != "scheduler":
+            continue
+        for expr in list(built.args[1:]) + [k.value for k in built.keywords]:
+            found = _division(a, expr)
+            if found is not None:
+                emit(built, CODE, what=DIVIDED.format(expr=ast.unparse(found), epochs=dotted(found.right) or "epochs"))
+                break
+
+
+def _division(a, expr, depth: int = 0):
+    """The `len(loader) / epochs` division inside `expr` (through names two levels), or None."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)) \
+                and a.sized_in_batches(node.left) and any(
+                    "epoch" in (dotted(n) or "").rsplit(".", 1)[-1].lower() for n in ast.walk(node.right)
+                    if isinstance(n, (ast.Name, ast.Attribute))):
+            return node
+        if depth < 2 and isinstance(node, ast.Name):
+            for _, value, _ in a.history.get(node.id, []):
+                found = _division(a, value, depth + 1)
+                if found is not None:
+                    return found
+    return None
