@@ -1,10 +1,11 @@
 """What it finds: an evaluation dataset built with a transform that draws random augmentations: a
 dataset call with `transform=` (or `transforms=`) a torchvision `Compose` holding a random transform
 (`RandomResizedCrop`, `RandomCrop`, `ColorJitter`, `RandAugment`, `RandomErasing`, ...), given directly
-or through a name every assignment of which is such a `Compose` (random flips alone do not count: most
-image tasks are flip-invariant, so they add little noise and no bias), where the dataset is visibly for
-evaluation: `train=False`, a `split` of val/test, a name or a path argument that says val, valid,
-test or eval. A transform wrapped in another call (a multi-view generator for a contrastive loss) and
+or through a name every assignment of which is such a `Compose`, or a dict entry looked up by a constant
+key (random flips alone do not count: most image tasks are flip-invariant, so they add little noise and
+no bias), where the dataset is visibly for evaluation: `train=False`, a `split` of val/test, a name or a
+path argument that says val, valid, test or eval, or a transform looked up under such a key
+(`data_transforms["val"]`). A transform wrapped in another call (a multi-view generator for a contrastive loss) and
 files that speak of test-time augmentation are left alone.
 
 Why it hurts training: the random transforms draw new parameters on every `__getitem__`, so each
@@ -42,6 +43,10 @@ def _random_transforms(a, expr, depth: int = 0) -> list:
     if isinstance(expr, ast.IfExp):
         body, other = _random_transforms(a, expr.body, depth + 1), _random_transforms(a, expr.orelse, depth + 1)
         return body if body and other else []
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and dotted(expr.value):
+        tables = [v for _, v, _ in a.history.get(dotted(expr.value), []) if isinstance(v, ast.Dict)]
+        return next((_random_transforms(a, value, depth + 1) for table in tables for key, value in
+                     zip(table.keys, table.values) if isinstance(key, ast.Constant) and key.value == expr.slice.value), [])
     name = dotted(expr)
     if name is not None and not isinstance(expr, ast.Call):
         values = [v for _, v, _ in a.history.get(name, [])]
@@ -56,8 +61,12 @@ def _random_transforms(a, expr, depth: int = 0) -> list:
     return found if any(n not in FLIPS for n in found) else []   # flips alone barely change a flip-invariant task
 
 
-def _for_evaluation(a, call) -> str | None:
-    """How the dataset shows it is for evaluation: its name, `train=False`, a split, or a path argument."""
+def _for_evaluation(a, call, transform) -> str | None:
+    """How the dataset shows it is for evaluation: its name, `train=False`, a split, a path argument, or
+    the key its transform is looked up under (`data_transforms["val"]`)."""
+    if isinstance(transform, ast.Subscript) and isinstance(transform.slice, ast.Constant) \
+            and str(transform.slice.value).lower() in ("val", "valid", "validation", "test", "eval"):
+        return f"({ast.unparse(transform)})"
     target = a.assigned.get(id(call))
     if target and EVAL_NAME.search(target.rsplit(".", 1)[-1].lower()):
         return target
@@ -81,6 +90,6 @@ def check(a, emit):
         if transform is None:
             continue
         which = _random_transforms(a, transform)
-        name = _for_evaluation(a, call) if which else None
+        name = _for_evaluation(a, call, transform) if which else None
         if name:
             emit(call, CODE, name=name, which=", ".join(dict.fromkeys(which)))
