@@ -121,7 +121,7 @@ def check(a, emit):
         """The optimizer's owners cast to fp16 where it sees them: a name its own function binds
         counts only when cast there (a validation helper's fp16 copy of the same name is another model)."""
         fn = a.enclosing(opt)
-        return {n for n in a.parameter_owners(opt) if n in cast_in and (
+        return {n for n in a.parameter_owners(opt) if n in casted and (
             fn in cast_in[n] or not any(holder is fn for _, _, holder in a.history.get(n, [])))}
     if any((a.imp.canon(c.func) or "").startswith("peft.") for c in calls):
         casted -= {dotted(c.args[0]) for c in calls if (a.imp.canon(c.func) or "").startswith("peft.") and c.args}
