@@ -569,6 +569,42 @@ class Analysis:
         return self.kinds.get(receiver) in ("optimizer", "scaler") or (
             self.kinds.get(receiver) is None and "optim" in receiver.lower() and not self.is_scheduler(receiver))
 
+    def steps_optimizer(self, call) -> bool:
+        """`x.step()` where x is optimizer_named."""
+        receiver = method_call(call, "step")
+        return receiver is not None and self.optimizer_named(receiver)
+
+    def scheduler_tick(self, call):
+        """The constructor call of the scheduler that a bare `sched.step()` ticks, when this file built
+        it (`sched = StepLR(opt, ...)`); None for anything else, `step(epoch)` and `step(metric)` included."""
+        receiver = method_call(call, "step")
+        if receiver is None or call.args or call.keywords or self.kinds.get(receiver) != "scheduler":
+            return None
+        built = self.values.get(receiver)
+        return built if isinstance(built, ast.Call) else None
+
+    def innermost_loop(self, node):
+        """The innermost for/while loop of `node`'s own function (or of the module) that holds it, or None."""
+        fn = self.enclosing(node)
+        around = [n for n in self.index.of(ast.For, ast.While) if self.enclosing(n) is fn and within(n, node)]
+        return max(around, key=lambda n: (n.lineno, n.col_offset)) if around else None
+
+    def computed_from(self, expr, depth: int = 2) -> list:
+        """Every node of `expr`, then of the values assigned to the names it reads, followed `depth`
+        levels (`total = len(loader) * epochs; T_max=total` reaches the len() call): what a size or a
+        condition is computed from, nearest first."""
+        out, pending, seen = [], [(expr, 0)], set()
+        while pending:
+            node, level = pending.pop(0)
+            for n in ast.walk(node):
+                out.append(n)
+                name = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) and level < depth else None
+                for _, value, _ in self.history.get(name or "", []):
+                    if id(value) not in seen:
+                        seen.add(id(value))
+                        pending.append((value, level + 1))
+        return out
+
     def steps_in(self, node, in_loop: bool, depth: int = 0) -> bool:
         """Whether `node` steps an optimizer (optimizer_named) inside one of its own loops (in_loop=True)
         or outside all of them, once per pass of `node` (in_loop=False). A call of the file's own
@@ -577,8 +613,7 @@ class Analysis:
         loops = [n for n in self.index.of(ast.For, ast.While) if n is not node and within(node, n)]
         for c in self.index.calls_in(node):
             looped = any(within(loop, c) for loop in loops)
-            receiver = method_call(c, "step")
-            if receiver is not None and self.optimizer_named(receiver) and looped == in_loop:
+            if self.steps_optimizer(c) and looped == in_loop:
                 return True
             fn = self.callee(c) if depth < 1 else None
             if fn is None or fn is node:
@@ -589,19 +624,14 @@ class Analysis:
                 return True
         return False
 
-    def sized_in_batches(self, expr, depth: int = 0) -> str | None:
-        """The `len(loader)` an expression (a scheduler's size) is computed from, followed through names
-        two levels (`total = len(train_loader) * epochs`), as written; None when none is seen."""
-        for node in ast.walk(expr):
+    def sized_in_batches(self, expr) -> str | None:
+        """The `len(loader)` an expression (a scheduler's size) is computed from, through names two
+        levels (`total = len(train_loader) * epochs`), as written; None when none is seen."""
+        for node in self.computed_from(expr):
             if isinstance(node, ast.Call) and dotted(node.func) == "len" and node.args:
                 name = dotted(node.args[0]) or ""
                 if self.kinds.get(name) == "loader" or "loader" in name.rsplit(".", 1)[-1].lower():
                     return ast.unparse(node)
-            if depth < 2 and isinstance(node, (ast.Name, ast.Attribute)) and dotted(node):
-                for _, value, _ in self.history.get(dotted(node), []):
-                    found = self.sized_in_batches(value, depth + 1)
-                    if found:
-                        return found
         return None
 
     @cached_property

@@ -57,10 +57,9 @@ def _optimizer_of(a, scheduler: str) -> str | None:
 def _steps_optimizer(a, call, optimizer) -> bool:
     """Whether a call steps an optimizer: `opt.step()`, `scaler.step(opt)`, or a call of a function
     that is handed the scheduler's optimizer (`train(model, loader, optimizer=opt)`), which steps it."""
-    receiver = method_call(call, "step")
-    if receiver is not None and a.optimizer_named(receiver):
+    if a.steps_optimizer(call):
         return True
-    if optimizer and receiver is None and method_call(call, "zero_grad", "state_dict", "load_state_dict") is None:
+    if optimizer and method_call(call, "step", "zero_grad", "state_dict", "load_state_dict") is None:
         library = (a.imp.canon(call.func) or "").split(".")[0] in ("torch", "accelerate", "lightning") + THIRD_PARTY
         return not library and any(dotted(arg) == optimizer for arg in list(call.args) + [k.value for k in call.keywords])
     return False   # a library call handed the optimizer (amp.scale_loss, amp.master_params) does not step it
@@ -78,7 +77,7 @@ def _function_steps(a, emit):
         if sched is None:
             continue
         calls = [c for stmt in fn.body for c in a.run_calls(stmt)]
-        opt = next((c for c in calls if method_call(c, "step") and a.optimizer_named(method_call(c, "step"))), None)
+        opt = next((c for c in calls if a.steps_optimizer(c)), None)
         if opt is not None and calls.index(sched) < calls.index(opt):
             emit(sched, CODE, how=BEFORE)
 
@@ -98,8 +97,7 @@ def _accumulation_test(a, test, depth: int = 0) -> bool:
 
 
 def _steps(a, statements) -> bool:
-    return any(method_call(c, "step") and a.optimizer_named(method_call(c, "step"))
-               for stmt in statements for c in a.index.calls_in(stmt))
+    return any(a.steps_optimizer(c) for stmt in statements for c in a.index.calls_in(stmt))
 
 
 def _per_batch_under_accumulation(a, emit):
@@ -123,11 +121,8 @@ def _ticked_per_epoch(a, emit):
     already been iterated: in a loop whose optimizer steps only in an inner loop (or in a called
     function's loop), or after the batch loop of a per-epoch function."""
     for call in a.index.calls:
-        receiver = method_call(call, "step")
-        if receiver is None or call.args or call.keywords or a.kinds.get(receiver) != "scheduler":
-            continue
-        built = a.values.get(receiver)
-        if not isinstance(built, ast.Call):
+        built = a.scheduler_tick(call)
+        if built is None:
             continue
         canon = a.imp.canon(built.func) or ""
         size = "steps_per_epoch" if canon.endswith("OneCycleLR") and keyword(built, "steps_per_epoch") is not None \
@@ -135,15 +130,14 @@ def _ticked_per_epoch(a, emit):
                 k.value for k in built.keywords if k.arg != "optimizer"])), None)
         if size is None:
             continue
-        fn = a.enclosing(call)
-        mine = [n for n in a.index.of(ast.For, ast.While) if a.enclosing(n) is fn]
-        around = [n for n in mine if within(n, call)]
-        if around:   # the innermost loop around the tick steps only in its inner loops or called loops
-            loop = max(around, key=lambda n: (n.lineno, n.col_offset))
+        loop = a.innermost_loop(call)
+        if loop is not None:   # the innermost loop around the tick steps only in its inner loops or called loops
             per_epoch = a.steps_in(loop, True) and not a.steps_in(loop, False)
-        else:        # a per-epoch function: the tick after a loop that steps on every pass
+        else:                  # a per-epoch function: the tick after a loop that steps on every pass
+            fn = a.enclosing(call)
             per_epoch = fn is not None and not a.steps_in(fn, False) and any(
-                (n.end_lineno or 0) < call.lineno and a.steps_in(n, False) for n in mine)
+                a.enclosing(n) is fn and (n.end_lineno or 0) < call.lineno and a.steps_in(n, False)
+                for n in a.index.of(ast.For, ast.While))
         if per_epoch:
             emit(call, CODE, how=PER_EPOCH.format(size=size))
 
@@ -167,22 +161,11 @@ def _step_schedule(a, built) -> str | None:
     return None
 
 
-def _step_count(a, expr, depth: int = 0) -> str | None:
+def _step_count(a, expr) -> str | None:
     """A name counting optimizer steps that `expr` reads (`self.hparams.max_steps`, `warmup_steps`,
-    `trainer.estimated_stepping_batches`), followed through local names once."""
-    for node in ast.walk(expr):
-        name = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-        if not name:
-            continue
-        last = name.rsplit(".", 1)[-1]
-        if last.endswith("_steps") or last == "estimated_stepping_batches":
-            return last
-        if depth < 1 and isinstance(node, ast.Name):
-            for _, value, _ in a.history.get(name, []):
-                found = _step_count(a, value, depth + 1)
-                if found:
-                    return found
-    return None
+    `trainer.estimated_stepping_batches`), through names one level."""
+    names = [(dotted(n) or "").rsplit(".", 1)[-1] for n in a.computed_from(expr, 1) if isinstance(n, (ast.Name, ast.Attribute))]
+    return next((n for n in names if n.endswith("_steps") or n == "estimated_stepping_batches"), None)
 
 
 def _lightning_interval(a, emit):

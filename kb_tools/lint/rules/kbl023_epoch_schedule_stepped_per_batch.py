@@ -29,7 +29,7 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import dotted, method_call, within
+from kb_tools.lint.analysis import dotted
 
 CODE, NAME, ENTRY = "KBL023", "epoch-schedule-stepped-per-batch", "lr-decay-too-early"
 MESSAGE = "{what}"
@@ -43,23 +43,15 @@ SIZED = {"StepLR": ("step_size", 1), "MultiStepLR": ("milestones", 1), "CosineAn
 COUNTS_STEPS = ("step", "iter", "batch", "len")
 
 
-def _epoch_size(a, expr, depth: int = 0) -> str | None:
-    """The epoch-named name an expression reads (followed through names two levels), or None; None
-    too when it also reads a step, iteration or batch count, or a len(...)."""
-    names = [dotted(n) or "" for n in ast.walk(expr) if isinstance(n, (ast.Name, ast.Attribute))]
-    calls = [dotted(n.func) or "" for n in ast.walk(expr) if isinstance(n, ast.Call)]
+def _epoch_size(a, expr) -> str | None:
+    """The epoch-named name an expression reads (through names two levels), or None; None too when it
+    also reads a step, iteration or batch count, or a len(...)."""
+    reached = a.computed_from(expr)
+    names = [dotted(n) or "" for n in reached if isinstance(n, (ast.Name, ast.Attribute))]
+    calls = [dotted(n.func) or "" for n in reached if isinstance(n, ast.Call)]
     if any(word in name.rsplit(".", 1)[-1].lower() for name in names + calls for word in COUNTS_STEPS):
         return None
-    epoch = next((name for name in names if "epoch" in name.rsplit(".", 1)[-1].lower()), None)
-    if epoch is not None:
-        return epoch
-    if depth < 2:
-        for name in names:
-            for _, value, _ in a.history.get(name, []):
-                found = _epoch_size(a, value, depth + 1)
-                if found:
-                    return found
-    return None
+    return next((name for name in names if "epoch" in name.rsplit(".", 1)[-1].lower()), None)
 
 
 def _epoch_loop(loop) -> bool:
@@ -73,11 +65,8 @@ def _epoch_loop(loop) -> bool:
 
 def check(a, emit):
     for call in a.index.calls:
-        receiver = method_call(call, "step")
-        if receiver is None or call.args or call.keywords or a.kinds.get(receiver) != "scheduler":
-            continue
-        built = a.values.get(receiver)
-        if not isinstance(built, ast.Call):
+        built = a.scheduler_tick(call)
+        if built is None:
             continue
         cls = (a.imp.canon(built.func) or "").rsplit(".", 1)[-1]
         if cls not in SIZED or not (a.imp.canon(built.func) or "").startswith("torch.optim.lr_scheduler."):
@@ -89,12 +78,8 @@ def check(a, emit):
         size = _epoch_size(a, size_expr) if size_expr is not None else None
         if size is None:
             continue
-        fn = a.enclosing(call)
-        around = [n for n in a.index.of(ast.For, ast.While) if a.enclosing(n) is fn and within(n, call)]
-        if not around:
-            continue
-        loop = max(around, key=lambda n: (n.lineno, n.col_offset))   # the innermost loop around the tick
-        if not _epoch_loop(loop) and a.steps_in(loop, False):
+        loop = a.innermost_loop(call)
+        if loop is not None and not _epoch_loop(loop) and a.steps_in(loop, False):
             emit(call, CODE, what=PER_BATCH.format(cls=cls, size=size))
     _divided_by_epochs(a, emit)
 
@@ -112,17 +97,9 @@ def _divided_by_epochs(a, emit):
                 break
 
 
-def _division(a, expr, depth: int = 0):
+def _division(a, expr):
     """The `len(loader) / epochs` division inside `expr` (through names two levels), or None."""
-    for node in ast.walk(expr):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)) \
-                and a.sized_in_batches(node.left) and any(
-                    "epoch" in (dotted(n) or "").rsplit(".", 1)[-1].lower() for n in ast.walk(node.right)
-                    if isinstance(n, (ast.Name, ast.Attribute))):
-            return node
-        if depth < 2 and isinstance(node, ast.Name):
-            for _, value, _ in a.history.get(node.id, []):
-                found = _division(a, value, depth + 1)
-                if found is not None:
-                    return found
-    return None
+    return next((node for node in a.computed_from(expr) if isinstance(node, ast.BinOp)
+                 and isinstance(node.op, (ast.Div, ast.FloorDiv)) and a.sized_in_batches(node.left) and any(
+                     "epoch" in (dotted(n) or "").rsplit(".", 1)[-1].lower() for n in ast.walk(node.right)
+                     if isinstance(n, (ast.Name, ast.Attribute)))), None)
