@@ -589,16 +589,18 @@ class Analysis:
         around = [n for n in self.index.of(ast.For, ast.While) if self.enclosing(n) is fn and within(n, node)]
         return max(around, key=lambda n: (n.lineno, n.col_offset)) if around else None
 
-    def computed_from(self, expr, depth: int = 2) -> list:
+    def computed_from(self, expr, depth: int = 2, attributes: bool = True) -> list:
         """Every node of `expr`, then of the values assigned to the names it reads, followed `depth`
         levels (`total = len(loader) * epochs; T_max=total` reaches the len() call): what a size or a
-        condition is computed from, nearest first."""
+        condition is computed from, nearest first. attributes=False follows plain names only, not
+        `args.x`, whose other assignments are often another quantity recomputed from it."""
+        followed = (ast.Name, ast.Attribute) if attributes else ast.Name
         out, pending, seen = [], [(expr, 0)], set()
         while pending:
             node, level = pending.pop(0)
             for n in ast.walk(node):
                 out.append(n)
-                name = dotted(n) if isinstance(n, (ast.Name, ast.Attribute)) and level < depth else None
+                name = dotted(n) if isinstance(n, followed) and level < depth else None
                 for _, value, _ in self.history.get(name or "", []):
                     if id(value) not in seen:
                         seen.add(id(value))

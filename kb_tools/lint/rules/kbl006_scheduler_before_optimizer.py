@@ -164,7 +164,8 @@ def _step_schedule(a, built) -> str | None:
 def _step_count(a, expr) -> str | None:
     """A name counting optimizer steps that `expr` reads (`self.hparams.max_steps`, `warmup_steps`,
     `trainer.estimated_stepping_batches`), through names one level."""
-    names = [(dotted(n) or "").rsplit(".", 1)[-1] for n in a.computed_from(expr, 1) if isinstance(n, (ast.Name, ast.Attribute))]
+    names = [(dotted(n) or "").rsplit(".", 1)[-1] for n in a.computed_from(expr, 1, attributes=False)
+             if isinstance(n, (ast.Name, ast.Attribute))]
     return next((n for n in names if n.endswith("_steps") or n == "estimated_stepping_batches"), None)
 
 

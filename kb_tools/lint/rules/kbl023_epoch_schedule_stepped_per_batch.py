@@ -99,7 +99,12 @@ def _divided_by_epochs(a, emit):
 
 def _division(a, expr):
     """The `len(loader) / epochs` division inside `expr` (through names two levels), or None."""
-    return next((node for node in a.computed_from(expr) if isinstance(node, ast.BinOp)
-                 and isinstance(node.op, (ast.Div, ast.FloorDiv)) and a.sized_in_batches(node.left) and any(
-                     "epoch" in (dotted(n) or "").rsplit(".", 1)[-1].lower() for n in ast.walk(node.right)
-                     if isinstance(n, (ast.Name, ast.Attribute)))), None)
+    return next((node for node in a.computed_from(expr, attributes=False) if isinstance(node, ast.BinOp)
+                 and isinstance(node.op, (ast.Div, ast.FloorDiv)) and a.sized_in_batches(node.left)
+                 and any(_epoch_count(n) for n in ast.walk(node.right))), None)
+
+
+def _epoch_count(node) -> bool:
+    """A name for a number of epochs: `n_epochs`, `args.num_train_epochs`; not `steps_per_epoch`."""
+    last = (dotted(node) or "").rsplit(".", 1)[-1].lower() if isinstance(node, (ast.Name, ast.Attribute)) else ""
+    return "epoch" in last and not any(word in last for word in ("per_epoch", "step", "batch", "iter"))
