@@ -1592,6 +1592,43 @@ def test_the_causal_probe_reads_the_steps_graph_and_changes_nothing_in_training(
     assert "KBW093" not in run(causal=True, watched=True)[2]
 
 
+def test_a_uniform_draw_counts_as_a_mask_only_when_its_line_thresholds_it_with_one_probability():
+    """The torch.rand / rand_like / uniform_ wrapper passes a draw on as a hand-made dropout mask only
+    when the calling line compares it with (or adds it before a floor to) one number between 0 and 1,
+    read from the caller's names and instance attributes; a draw compared with a tensor of
+    probabilities (sampling), kept as noise or argsorted (random masking), or a coin flip on a line
+    that is not a whole statement, is not."""
+    from kb_tools.watch.hooks import _mask_threshold
+
+    class Layer:
+        def __init__(self):
+            self.p, self.kprob = 0.3, 0.7
+
+    self = Layer()  # noqa: F841  (read from this frame by name)
+    dropout, probs, n = 0.2, torch.rand(8), 3  # noqa: F841
+    lines = {
+        "mask = (torch.rand(X.shape) > dropout).float()": 0.2,
+        "mask = (torch.rand(x._values().size()) + self.kprob).floor().bool()": 0.7,
+        "attn = attn * (torch.rand_like(attn) >= self.p) / (1 - self.p)": 0.3,
+        "keep = x.new_empty(n).uniform_() < 1 - self.p": 0.7,
+        "y = torch.floor(torch.rand(5) + self.kprob)": 0.7,
+        "a = (torch.rand_like(probs) < probs).float()": None,
+        "noise = torch.rand(N, L, device=x.device)": None,
+        "if torch.rand(1) < 0.5:": None,
+        "mask = torch.rand(4) > 1.5": None,
+        "scale = torch.rand(4) * dropout": None,
+    }
+    import linecache
+    frame = sys._getframe(0)
+    for line, expected in lines.items():
+        linecache.cache["<mask-lines>"] = (len(line), None, [line + "\n"], "<mask-lines>")
+        fake = type("Frame", (), {"f_code": type("Code", (), {"co_filename": "<mask-lines>"})(), "f_lineno": 1,
+                                  "f_locals": frame.f_locals, "f_globals": frame.f_globals})()
+        got = _mask_threshold(fake, {})
+        assert (got if got is None else round(got, 6)) == expected, line
+    linecache.cache.pop("<mask-lines>", None)
+
+
 def test_a_dropout_that_never_reads_the_mode_is_found_while_training_and_a_gated_one_is_not(one_thread):
     """KBW094 reads the call path of a dropout seen during training: F.dropout with `training` left at its
     default, or a hand-drawn mask, reached from forward() with nothing on the way naming the mode, is

@@ -18,6 +18,12 @@ on uninstall, so the user's code needs no change:
   parameters, the threshold and the norm clip_grad_norm_ returned reach the checks on sampled steps);
 - torch.autograd.grad with create_graph=True (a gradient the forward pass takes) reaches the checks
   with its results on sampled steps;
+- torch.rand, torch.rand_like and Tensor.uniform_, while a check listens: a draw of at least two values
+  on a line of the user's code that thresholds it with one number between 0 and 1 (a dropout mask
+  written by hand) reaches the checks with that line, on every call; the line is parsed once;
+- torch.no_grad's __enter__ and __exit__, while a check listens: on sampled steps, a block of the
+  user's code entered with grad enabled reaches the checks with the caller's frame at its start and
+  its end (a decorated function is not a block of the user's code: torch's decorator enters it);
 - std and var (torch.std/var/std_mean/var_mean and the Tensor methods): on every call, a shape test
   on the result; only a reduction of one element per output value looks at its values;
 - log, log1p, log_softmax and logsumexp (torch's and the Tensor methods; F.log_softmax calls the
@@ -45,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import ast
 import itertools
 import sys
 
@@ -60,7 +67,7 @@ from torch.utils.data import dataloader
 
 from kb_tools.watch.checks import overridden
 from kb_tools.watch.checks.tensors import inside_function_transform
-from kb_tools.watch.sites import StopWatching, caller_is_torch, user_site
+from kb_tools.watch.sites import StopWatching, caller_is_torch, library_file, show_path, user_site
 
 SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
 LOG_FUNCTIONS = ("log", "log1p", "log_softmax", "logsumexp")
@@ -149,6 +156,126 @@ def _bernoulli_wrapper(name: str, original):
         if s is not None and s.bernoulli_watched and not s.stopped:
             _guard(s, name, s.bernoulli_call, _bernoulli_probability(name, args, kwargs))
         return original(*args, **kwargs)
+    return wrapper
+
+
+MIN_MASK_ELEMENTS = 2  # a single draw (`torch.rand(1) < p`) is a coin flip, not a mask
+_DRAWS = ("rand", "rand_like", "uniform_")
+
+
+def _is_draw(node) -> bool:
+    func = node.func if isinstance(node, ast.Call) else None
+    return isinstance(func, (ast.Name, ast.Attribute)) and getattr(func, "id", getattr(func, "attr", None)) in _DRAWS
+
+
+def _contains_draw(node) -> bool:
+    return any(_is_draw(n) for n in ast.walk(node))
+
+
+def _threshold_operand(line: str):
+    """The expression a uniform draw is thresholded against on this line, as an AST node: the other
+    side of a comparison with the draw (`torch.rand(x.shape) > p`), or the number added to it before
+    a floor or round (`(torch.rand(n) + keep).floor()`); None when the line does not make a mask
+    (a draw kept as noise, argsorted, or a statement spread over several lines)."""
+    try:
+        tree = ast.parse(line.strip())
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+            left, right = node.left, node.comparators[0]
+            if _contains_draw(left) != _contains_draw(right):
+                return right if _contains_draw(left) else left
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("floor", "floor_", "round"):
+            inner = node.func.value if node.args == [] else node.args[0]
+            if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch" and node.args:
+                inner = node.args[0]
+            if isinstance(inner, ast.BinOp) and isinstance(inner.op, ast.Add):
+                if _contains_draw(inner.left) != _contains_draw(inner.right):
+                    return inner.right if _contains_draw(inner.left) else inner.left
+    return None
+
+
+_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.Div: lambda a, b: a / b}
+
+
+def _number(node, frame):
+    """The value of a threshold expression made of numbers, names and instance attributes (`p`,
+    `self.dropout`, `1 - self.p`), read from the caller's frame without calling anything; a tensor
+    counts when it holds one value. None for anything else (a tensor of probabilities: sampling)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _number(node.operand, frame)
+        return None if value is None else -value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _number(node.left, frame), _number(node.right, frame)
+        try:
+            return None if a is None or b is None else _OPS[type(node.op)](a, b)
+        except ZeroDivisionError:
+            return None
+    value = _NOTHING
+    if isinstance(node, ast.Name):
+        value = frame.f_locals.get(node.id, frame.f_globals.get(node.id, _NOTHING))
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        owner = frame.f_locals.get(node.value.id, frame.f_globals.get(node.value.id))
+        value = getattr(owner, "__dict__", {}).get(node.attr, _NOTHING)
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.requires_grad:
+        value = value.item()
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+_NOTHING = object()
+
+
+def _mask_threshold(frame, cache: dict):
+    """The number strictly between 0 and 1 that the caller's line thresholds a uniform draw with, or None."""
+    key = (frame.f_code.co_filename, frame.f_lineno)
+    if key not in cache:
+        import linecache
+        cache[key] = _threshold_operand(linecache.getline(*key))
+    operand = cache[key]
+    value = _number(operand, frame) if operand is not None else None
+    return value if value is not None and 0 < value < 1 else None
+
+
+def _uniform_wrapper(name: str, original):
+    """torch.rand / rand_like and Tensor.uniform_: a uniform draw of at least two values that the
+    calling line of the user's code thresholds into a 0/1 mask with one number between 0 and 1
+    (`(torch.rand(x.shape) > p).float()`, `(torch.rand(n) + keep).floor()`: a dropout written by
+    hand) reaches the checks that listen, with the caller's file and line; a draw compared with a
+    tensor of probabilities samples something and is not passed on. Otherwise one attribute test
+    per call."""
+    lines: dict = {}
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        out = original(*args, **kwargs)
+        s = _active
+        if s is not None and s.uniform_mask_watched and not s.stopped and isinstance(out, torch.Tensor) \
+                and out.numel() >= MIN_MASK_ELEMENTS:
+            caller = sys._getframe(1)
+            code = caller.f_code
+            if not library_file(code.co_filename) and len(lines) < 4096 and _mask_threshold(caller, lines) is not None:
+                _guard(s, name, s.uniform_mask_call, f"{show_path(code.co_filename)}:{caller.f_lineno}")
+        return out
+    return wrapper
+
+
+def _no_grad_wrapper(original, entering: bool):
+    """torch.no_grad's __enter__ / __exit__: on a sampled step, a block of the user's code entered
+    while grad was enabled reaches the checks that listen with the caller's frame, at its start
+    and, before grad comes back, at its end; otherwise one attribute test per block."""
+    @functools.wraps(original)
+    def wrapper(self, *args):
+        s = _active
+        if s is not None and s.sampled and s.no_grad_watched and not s.stopped \
+                and (torch.is_grad_enabled() if entering else getattr(self, "prev", False)):
+            caller = sys._getframe(1)
+            if not library_file(caller.f_code.co_filename):
+                _guard(s, "no_grad", s.no_grad_block, caller, entering)
+        return original(self, *args)
     return wrapper
 
 
@@ -375,6 +502,12 @@ class Instrumentation:
         self._patch(torch, "bernoulli", _bernoulli_wrapper("bernoulli", torch.bernoulli))
         for name in ("bernoulli", "bernoulli_"):
             self._patch(torch.Tensor, name, _bernoulli_wrapper(name, getattr(torch.Tensor, name)))
+        no_grad = torch.autograd.grad_mode.no_grad
+        self._patch(no_grad, "__enter__", _no_grad_wrapper(no_grad.__enter__, True))
+        self._patch(no_grad, "__exit__", _no_grad_wrapper(no_grad.__exit__, False))
+        for name in ("rand", "rand_like"):
+            self._patch(torch, name, _uniform_wrapper(name, getattr(torch, name)))
+        self._patch(torch.Tensor, "uniform_", _uniform_wrapper("uniform_", torch.Tensor.uniform_))
         for name in SPREAD_FUNCTIONS:
             self._patch(torch, name, _spread_wrapper(name, getattr(torch, name)))
         for name in ("std", "var"):

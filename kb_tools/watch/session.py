@@ -711,6 +711,20 @@ class Session:
         self.dispatch("on_bernoulli", probability)
 
     @property
+    def no_grad_watched(self) -> bool:
+        return bool(self._handlers["on_no_grad_block"])
+
+    def no_grad_block(self, frame, entering: bool) -> None:
+        self.dispatch("on_no_grad_block", frame, entering)
+
+    @property
+    def uniform_mask_watched(self) -> bool:
+        return bool(self._handlers["on_uniform_mask"])
+
+    def uniform_mask_call(self, site: str) -> None:
+        self.dispatch("on_uniform_mask", site)
+
+    @property
     def reshape_watched(self) -> bool:
         return bool(self._handlers["on_reshape"])
 

@@ -45,6 +45,11 @@ EVENTS = {
                   "whether the caller passed training or left it at its default); must be cheap",
     "on_bernoulli": "every call: torch.bernoulli or Tensor.bernoulli / bernoulli_ drew a 0/1 mask (its probability: a "
                     "number, or the tensor of probabilities); dispatched only when a check has it",
+    "on_no_grad_block": "sampled: a torch.no_grad() block of the user's code, entered while grad was enabled, starts "
+                        "or ends (the caller's frame, whether it starts); dispatched only when a check has it",
+    "on_uniform_mask": "every call: torch.rand / rand_like or Tensor.uniform_ drew at least two values on a line of the "
+                       "user's code that thresholds them into a 0/1 mask (that file:line); dispatched only when a "
+                       "check has it",
     "on_spread": "every call: a std/var whose reduction held one element per output value returned NaN "
                  "(name, input shape, output shape, grad_enabled, site)",
     "on_log": "sampled: torch.log, log1p, log_softmax or logsumexp (or the Tensor method) returned a result that "
@@ -105,6 +110,8 @@ class Check:
     def on_log_prob(self, distribution, value, result, site): pass
     def on_dropout(self, p, training_given): pass
     def on_bernoulli(self, probability): pass
+    def on_uniform_mask(self, site): pass
+    def on_no_grad_block(self, frame, entering): pass
     def on_spread(self, call): pass
     def on_log(self, name, source, output): pass
     def on_plain_autograd_grad(self, outputs, results, site): pass

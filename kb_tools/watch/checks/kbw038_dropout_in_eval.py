@@ -3,7 +3,9 @@
 Criterion: at least 2 times (on any step), a functional dropout (F.dropout and its 1d/2d/3d forms,
 which nn.Dropout also calls) ran with training=True and p > 0, or a 0/1 mask was drawn by hand with
 one keep probability strictly between 0 and 1 (`x.new_empty(n).bernoulli_(1 - p)`,
-`torch.bernoulli(torch.full_like(x, keep))`: a dropout or drop-path written in forward()), during a
+`torch.bernoulli(torch.full_like(x, keep))`, or uniform draws of at least two values that the same
+line of the user's code thresholds: `(torch.rand(x.shape) > p).float()`, `(torch.rand(n) + keep).floor()`;
+a dropout or drop-path written in forward()), during a
 call of a watched model whose `training` flag was False (between its forward pre hook and its
 return): `F.dropout(x, p)` without `training=self.training`, an nn.Dropout built inside forward(),
 or a mask drawn without `if self.training`, keeps dropping after `model.eval()`, so evaluation
@@ -136,6 +138,12 @@ class DropoutInEval(Check):
         if keep is not None:
             self.on_dropout(1 - keep)
 
+    def on_uniform_mask(self, site):
+        """A mask thresholded by hand from uniform draws (`(torch.rand(x.shape) > p).float()`) during an
+        eval-mode call counts as a dropout of unknown probability."""
+        if self.current is not None:
+            self.on_dropout(None)
+
     def findings(self) -> list:
         tally = _Tally()
         tally.add(self.total)
@@ -146,14 +154,15 @@ class DropoutInEval(Check):
         where = tally.model.site if tally.model is not None else None
         name = tally.model.cls if tally.model is not None else "the model"
         steps = tally.steps
-        message = (f"dropout (p={tally.p:g}) dropped units {plural(tally.calls, 'time')} on {plural(len(steps), 'step')} "
+        rate = f"p={tally.p:g}" if tally.p is not None else "a mask thresholded from uniform draws"
+        message = (f"dropout ({rate}) dropped units {plural(tally.calls, 'time')} on {plural(len(steps), 'step')} "
                    f"while {name} was in eval mode ({'created at ' + where if where else 'a watched model'}): a "
                    f"functional dropout without training=self.training (or an nn.Dropout built in forward, or a "
                    f"mask drawn in forward without `if self.training`) ignores "
                    f"model.eval(), so evaluation outputs are random")
         evidence = {"dropout_calls_in_eval": tally.calls, "steps": sorted(steps)[:20], "p": tally.p, "model": name}
         if tally.module_calls * 2 > tally.calls:
-            message = (f"dropout (p={tally.p:g}) dropped units {plural(tally.calls, 'time')} on "
+            message = (f"dropout ({rate}) dropped units {plural(tally.calls, 'time')} on "
                        f"{plural(len(steps), 'step')} while {name} was in eval mode "
                        f"({'created at ' + where if where else 'a watched model'}), and its nn.Dropout modules "
                        f"{names(tally.stale)} were still in training mode: model.eval() did not reach them (a train() "

@@ -5,7 +5,8 @@ evaluation runs, often long after the first steps).
 Criterion: on sampled steps, while a watched model's call runs in training mode, a functional
 dropout (F.dropout and its 1d/2d/3d forms) drops units (p > 0) with its `training` argument left
 out, so it takes the default True; or a 0/1 mask is drawn by hand with one keep probability strictly
-between 0 and 1 (`x.new_empty(n).bernoulli_(1 - p)`, `torch.bernoulli(torch.full_like(x, keep))`).
+between 0 and 1 (`x.new_empty(n).bernoulli_(1 - p)`, `torch.bernoulli(torch.full_like(x, keep))`), or
+from at least two uniform draws that the same line thresholds (`(torch.rand(x.shape) > p).float()`).
 Counted only when the call comes from the user's code (torch's own functions pass their flag) and no
 frame on its path, from the calling line up to the model's own forward, names anything that could
 gate it on the mode: a name or a string holding "train", "eval", "infer", "determin",
@@ -75,6 +76,10 @@ class DropoutIgnoresModelMode(Check):
             if keep is not None:
                 self._seen(keep, "a hand-drawn mask")
 
+    def on_uniform_mask(self, site):
+        if self.current is not None:
+            self._seen(None, "a hand-drawn mask")
+
     def _site(self) -> str | None:
         """file:line of the user's dropout call when no frame up to the model's forward names the mode.
 
@@ -133,13 +138,14 @@ class DropoutIgnoresModelMode(Check):
                         f"takes the default training=True")
                 fix = "pass training=self.training, or use an nn.Dropout module"
             else:
-                what = (f"a 0/1 mask drawn by hand (probability {p:.3g} per element) at {site}, inside {inside}, is "
-                        f"drawn on every call")
+                drawn = f"probability {p:.3g} per element" if p is not None else "uniform draws thresholded"
+                what = (f"a 0/1 mask drawn by hand ({drawn}) at {site}, inside {inside}, is drawn on every call")
                 fix = "draw it only under `if self.training:`"
             message = (f"{what}, and nothing on its call path reads the model's training flag: it ran on "
                        f"{plural(steps, 'sampled training step')} and will run the same after model.eval(), so "
                        f"evaluation outputs will be random; {fix}")
-            evidence = {"call": site, "kind": kind, "p" if kind == "F.dropout" else "probability": round(p, 4),
+            rate = None if p is None else round(p, 4)
+            evidence = {"call": site, "kind": kind, "p" if kind == "F.dropout" else "probability": rate,
                         "model": model.cls, "sampled_steps": steps, "first_step": first}
             out.append(self.finding(message, where=site, step=first, evidence=evidence))
         return out
