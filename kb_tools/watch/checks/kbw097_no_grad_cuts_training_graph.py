@@ -2,8 +2,8 @@
 is computed from it (a perceptual or feature loss, a speaker or style term) carries no gradient.
 
 Criterion: on at least MIN_STEPS sampled steps, after a watched model ran with grad enabled and before
-the next backward(), a no_grad block of the user's code entered while grad was enabled (`with torch.no_grad():`; a decorated function is
-not a block of the step) either
+the next backward(), a no_grad block of the user's code entered while grad was enabled (`with
+torch.no_grad():`; a decorated function is not a block of the step) either
 - calls a module holding parameters (a frozen feature network, a discriminator) with a floating
   tensor that carries a graph reaching the parameters of a live optimizer: `with torch.no_grad():
   feats = vgg(fake)` where fake is the generator's output; or
