@@ -1592,6 +1592,21 @@ def test_the_causal_probe_reads_the_steps_graph_and_changes_nothing_in_training(
     assert "KBW093" not in run(causal=True, watched=True)[2]
 
 
+def test_a_float_tensor_reads_as_a_scaled_class_mask_only_when_every_value_is_a_class_id_over_255():
+    """KBW099's reading of a batch tensor: class ids divided by 255 (not all 0) give the largest id; a
+    NaN, a value of 1.0 (a white pixel: an image, not ids below 255), other fractions, an all-zero
+    mask and an integer tensor give nothing."""
+    from kb_tools.watch.checks.kbw099_class_masks_scaled_then_truncated import _scaled_mask
+
+    ids = torch.tensor([[0, 1, 3], [2, 0, 1]])
+    assert _scaled_mask(ids.float() / 255) == 3
+    assert _scaled_mask(torch.tensor([[0.0, 2 / 255], [float("nan"), 1 / 255]])) is None
+    assert _scaled_mask(torch.tensor([[0.0, 1.0], [3 / 255, 1 / 255]])) is None
+    assert _scaled_mask(torch.tensor([[0.0, 0.3], [0.5, 0.1]])) is None
+    assert _scaled_mask(torch.zeros(2, 3)) is None
+    assert _scaled_mask(ids) is None
+
+
 def test_a_uniform_draw_counts_as_a_mask_only_when_its_line_thresholds_it_with_one_probability():
     """The torch.rand / rand_like / uniform_ wrapper passes a draw on as a hand-made dropout mask only
     when the calling line compares it with (or adds it before a floor to) one number between 0 and 1,

@@ -33,6 +33,8 @@ def _scaled_mask(t: torch.Tensor) -> int | None:
     if not t.is_floating_point() or t.numel() == 0 or t.numel() > MAX_VALUES:
         return None
     v = t.detach().float() * 255
+    if not bool(torch.isfinite(v).all()):
+        return None  # a NaN or inf is no mask (and no class id)
     top = float(v.max())
     if float(v.min()) < -1e-3 or top >= 254.5 or top < 0.5:
         return None
