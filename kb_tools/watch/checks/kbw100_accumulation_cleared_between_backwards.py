@@ -8,7 +8,9 @@ cleared (no gradient, or a norm of 0) although the one before it had written the
 parameters did not move in between (a sharpness-aware step perturbs them between its two backward()
 calls, on purpose), and the first backward() of the window reached no leaf tensor outside every
 optimizer (an input made to require grad for an adversarial example is read from its .grad before
-the clearing). Any optimizer's step() ends every window: a backward() that wrote a second network's
+the clearing), and at step() the gradient is the last backward()'s, up to a scale (clipping and
+unscaling scale it in place; gradients read after each backward() and combined by hand into a
+.grad assigned anew, as an emulation of several ranks does, are another gradient). Any optimizer's step() ends every window: a backward() that wrote a second network's
 gradients on its way (a domain-adversarial loss, a generator's loss through the discriminator)
 belongs to the step that followed it, and the second network's own zero_grad() then clears it on
 purpose.
@@ -26,7 +28,7 @@ MAX_LEAVES = 4096
 
 
 class _Window:
-    __slots__ = ("backwards", "cleared", "kept", "moved", "probe", "print", "input_grad")
+    __slots__ = ("backwards", "cleared", "kept", "moved", "probe", "print", "input_grad", "grad_print", "grad_ref")
 
     def __init__(self):
         self.backwards = 0        # backward() calls that wrote this optimizer's gradients
@@ -36,6 +38,8 @@ class _Window:
         self.probe = None         # weak reference to one parameter, and its values at the last backward()
         self.print = None
         self.input_grad = False   # the first backward() reached a leaf outside every optimizer
+        self.grad_print = None    # the probe's gradient as the last backward() left it (value_fingerprint)
+        self.grad_ref = None      # weak reference to that gradient tensor
 
 
 class AccumulationClearedBetweenBackwards(Check):
@@ -88,13 +92,15 @@ class AccumulationClearedBetweenBackwards(Check):
                     w.kept += 1
             w.backwards += 1
             w.print = now
+            w.grad_print = value_fingerprint(p.grad) if p is not None and p.grad is not None else None
+            w.grad_ref = weakref.ref(p.grad) if p is not None and p.grad is not None else None
 
     def on_step_pre(self, optimizer):
         self.stepping.add(id(optimizer))
         w = self.windows.pop(id(optimizer), None)
         self.windows.clear()  # any step ends every window: a backward() for one network that also wrote
         # another's gradients (a domain-adversarial or generator loss) belongs to that step, not the next
-        if w is None or w.backwards < 2 or w.moved or w.input_grad:
+        if w is None or w.backwards < 2 or w.moved or w.input_grad or not self._last_gradient_applied(w):
             return
         t = self.tally.setdefault(id(optimizer), [0, 0, self.session.step, 0])
         t[1] += 1
@@ -103,6 +109,20 @@ class AccumulationClearedBetweenBackwards(Check):
                 t[2] = self.session.step
             t[0] += 1
             t[3] = max(t[3], w.backwards)
+
+    @staticmethod
+    def _last_gradient_applied(w) -> bool:
+        """Is the probe's gradient at step() the last backward()'s, up to a scale (clipping, unscaling)?
+        Gradients that were read after each backward() and combined by hand (ranks emulated in one
+        process, averaged into .grad) are another gradient: the clearing between them was on purpose."""
+        p = w.probe() if w.probe is not None else None
+        if p is None or p.grad is None or w.grad_print is None or w.grad_ref is None or w.grad_ref() is not p.grad:
+            return False  # .grad was assigned by hand after the last backward(): another gradient
+        (s0, a0, q0), (s1, a1, q1) = w.grad_print, value_fingerprint(p.grad)
+        if a0 <= 0 or a1 <= 0:
+            return False
+        c = a1 / a0
+        return abs(s1 - c * s0) <= 1e-4 * a1 and abs(q1 - c * c * q0) <= 1e-4 * q1
 
     def on_step_post(self, optimizer):
         self.stepping.discard(id(optimizer))
