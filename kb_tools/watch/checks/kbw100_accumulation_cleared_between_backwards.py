@@ -10,10 +10,10 @@ calls, on purpose), and the first backward() of the window reached no leaf tenso
 optimizer (an input made to require grad for an adversarial example is read from its .grad before
 the clearing), and at step() the gradient is the last backward()'s, up to a scale (clipping and
 unscaling scale it in place; gradients read after each backward() and combined by hand into a
-.grad assigned anew, as an emulation of several ranks does, are another gradient). Any optimizer's step() ends every window: a backward() that wrote a second network's
-gradients on its way (a domain-adversarial loss, a generator's loss through the discriminator)
-belongs to the step that followed it, and the second network's own zero_grad() then clears it on
-purpose.
+.grad assigned anew, as an emulation of several ranks does, are another gradient). Any
+optimizer's step() ends every window: a backward() that wrote a second network's gradients on its
+way (a domain-adversarial loss, a generator's loss through the discriminator) belongs to the step
+that followed it, and the second network's own zero_grad() then clears it on purpose.
 """
 from __future__ import annotations
 
