@@ -20,15 +20,28 @@ from __future__ import annotations
 import weakref
 
 from kb_tools.watch.checks import Check, created_at, plural
-from kb_tools.watch.checks.tensors import graph_leaves, value_fingerprint
+from kb_tools.watch.checks.tensors import nodes_from, value_fingerprint
 
 MIN_HITS = 3
 MIN_SHARE = 0.8
 MAX_LEAVES = 4096
 
 
+def _leaves(starts: list) -> list:
+    """The leaf tensors behind these autograd nodes (at most MAX_LEAVES), as tensors.graph_leaves."""
+    found = []
+    for node in nodes_from(starts):
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            found.append(variable)
+            if len(found) >= MAX_LEAVES:
+                break
+    return found
+
+
 class _Window:
-    __slots__ = ("backwards", "cleared", "kept", "moved", "probe", "print", "input_grad", "grad_print", "grad_ref")
+    __slots__ = ("backwards", "cleared", "kept", "moved", "probe", "print", "input_grad", "grad_print", "grad_ref",
+                 "first_roots")
 
     def __init__(self):
         self.backwards = 0        # backward() calls that wrote this optimizer's gradients
@@ -40,6 +53,7 @@ class _Window:
         self.input_grad = False   # the first backward() reached a leaf outside every optimizer
         self.grad_print = None    # the probe's gradient as the last backward() left it (value_fingerprint)
         self.grad_ref = None      # weak reference to that gradient tensor
+        self.first_roots = None   # the first backward()'s root nodes, until a second backward() comes
 
 
 class AccumulationClearedBetweenBackwards(Check):
@@ -55,6 +69,7 @@ class AccumulationClearedBetweenBackwards(Check):
         self.windows: dict = {}   # id(optimizer) -> _Window for the step now accumulating
         self.before: dict = {}    # id(optimizer) -> whether its gradients were clear before this backward()
         self.stepping: set = set()
+        self.probes: dict = {}    # id(optimizer) -> weak reference to the parameter looked at
         self.tally: dict = {}     # id(optimizer) -> [hits, sampled steps with 2+ backward() calls, first step, k]
 
     def on_before_backward(self, tensors):
@@ -73,17 +88,24 @@ class AccumulationClearedBetweenBackwards(Check):
             if not s.backward_wrote(opt):
                 continue
             w = self.windows.setdefault(id(opt), _Window())
-            p = w.probe() if w.probe is not None else None
-            if p is None:
-                p = next((q for q in s.params_of(opt) if q.requires_grad), None)
-                w.probe = weakref.ref(p) if p is not None else None
+            ref = self.probes.get(id(opt))
+            p = ref() if ref is not None else None
+            if p is None or p.grad is None:
+                # the smallest parameter with a gradient (a bias): its values are read on every backward()
+                p = min((q for q in s.params_of(opt) if q.grad is not None), key=lambda q: q.numel(), default=None)
+                if p is not None:
+                    self.probes[id(opt)] = weakref.ref(p)
+            w.probe = weakref.ref(p) if p is not None else None
             now = value_fingerprint(p) if p is not None else None
             if w.backwards == 0:
-                trained = {id(q) for o in s.live_optimizers() for q in s.params_of(o)}
-                roots = [t for t in (tensors if isinstance(tensors, (list, tuple)) else [tensors])
-                         if hasattr(t, "grad_fn")]
-                w.input_grad = any(id(leaf) not in trained for leaf in graph_leaves(roots, MAX_LEAVES))
+                # the graph of the first backward() is walked only if a second one comes: most steps have one
+                w.first_roots = [t.grad_fn for t in (tensors if isinstance(tensors, (list, tuple)) else [tensors])
+                                 if getattr(t, "grad_fn", None) is not None]
             else:
+                if w.first_roots is not None:
+                    trained = {id(q) for o in s.live_optimizers() for q in s.params_of(o)}
+                    w.input_grad = any(id(leaf) not in trained for leaf in _leaves(w.first_roots))
+                    w.first_roots = None
                 if now != w.print:
                     w.moved = True
                 if self.before.get(id(opt)):
