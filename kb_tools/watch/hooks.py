@@ -196,6 +196,7 @@ def _threshold_operand(line: str):
     return None
 
 
+_NOTHING = object()  # a name the caller's frame does not hold
 _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
         ast.Div: lambda a, b: a / b}
 
@@ -224,9 +225,6 @@ def _number(node, frame):
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.requires_grad:
         value = value.item()
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-_NOTHING = object()
 
 
 def _mask_threshold(frame, cache: dict):

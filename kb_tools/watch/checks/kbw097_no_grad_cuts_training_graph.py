@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, plural
-from kb_tools.watch.checks.tensors import graph_leaves
+from kb_tools.watch.checks.tensors import reaches_trained
 from kb_tools.watch.sites import show_path
 
 MIN_STEPS = 3
@@ -107,7 +107,7 @@ class NoGradCutsTrainingGraph(Check):
             return
         for value in args[:4]:
             if _graph_tensor(value) and self._trains(value):
-                self._seen(block.site, "feeds", self.session.module_name(module) or type(module).__name__,
+                self._seen(block.site, "feeds", self.session.module_name(module),
                            block.forward_of)
                 return
 
@@ -119,8 +119,7 @@ class NoGradCutsTrainingGraph(Check):
         if self.walks >= MAX_WALKS:
             return False
         self.walks += 1
-        trained = {id(p) for opt in self.session.live_optimizers() for p in self.session.params_of(opt)}
-        return any(id(leaf) in trained for leaf in graph_leaves([tensor], MAX_LEAVES))
+        return reaches_trained(self.session, tensor, MAX_LEAVES)
 
     def _seen(self, site: str, how: str, what: str, forward_of) -> None:
         st = self.sites.get(site)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, created_at, plural
-from kb_tools.watch.checks.tensors import graph_leaves, iter_tensors
+from kb_tools.watch.checks.tensors import iter_tensors, reaches_trained
 
 MIN_STEPS = 3
 MAX_SITES = 16
@@ -83,8 +83,7 @@ class LossModuleReturnsNoGraph(Check):
         if self.walks >= MAX_WALKS:
             return False
         self.walks += 1
-        trained = {id(p) for opt in self.session.live_optimizers() for p in self.session.params_of(opt)}
-        return any(id(leaf) in trained for leaf in graph_leaves([tensor], MAX_LEAVES))
+        return reaches_trained(self.session, tensor, MAX_LEAVES)
 
     def findings(self) -> list:
         out = []

@@ -20,23 +20,11 @@ from __future__ import annotations
 import weakref
 
 from kb_tools.watch.checks import Check, created_at, plural
-from kb_tools.watch.checks.tensors import nodes_from, value_fingerprint
+from kb_tools.watch.checks.tensors import leaves_from, value_fingerprint
 
 MIN_HITS = 3
 MIN_SHARE = 0.8
 MAX_LEAVES = 4096
-
-
-def _leaves(starts: list) -> list:
-    """The leaf tensors behind these autograd nodes (at most MAX_LEAVES), as tensors.graph_leaves."""
-    found = []
-    for node in nodes_from(starts):
-        variable = getattr(node, "variable", None)
-        if variable is not None:
-            found.append(variable)
-            if len(found) >= MAX_LEAVES:
-                break
-    return found
 
 
 class _Window:
@@ -103,8 +91,8 @@ class AccumulationClearedBetweenBackwards(Check):
                                  if getattr(t, "grad_fn", None) is not None]
             else:
                 if w.first_roots is not None:
-                    trained = {id(q) for o in s.live_optimizers() for q in s.params_of(o)}
-                    w.input_grad = any(id(leaf) not in trained for leaf in _leaves(w.first_roots))
+                    trained = s.trainable_ids()
+                    w.input_grad = any(id(leaf) not in trained for leaf in leaves_from(w.first_roots, MAX_LEAVES))
                     w.first_roots = None
                 if now != w.print:
                     w.moved = True

@@ -202,14 +202,27 @@ def constant_factor(node, host_only: bool = False) -> tuple | None:
 def graph_leaves(tensors, limit: int, max_nodes: int = 20_000) -> list:
     """The leaf tensors that require grad behind `tensors` (at most `limit`): the variables of the
     graph's AccumulateGrad nodes."""
+    return leaves_from([t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None], limit, max_nodes)
+
+
+def leaves_from(starts: list, limit: int, max_nodes: int = 20_000) -> list:
+    """graph_leaves from autograd nodes (grad_fn objects) rather than tensors: a check that keeps a
+    root's node, not the tensor, until it knows it needs the walk."""
     found = []
-    for node in graph_nodes(tensors, max_nodes):
+    for node in nodes_from(starts, max_nodes):
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
             found.append(variable)
             if len(found) >= limit:
                 break
     return found
+
+
+def reaches_trained(session, tensor, limit: int = 4096) -> bool:
+    """Does this tensor's graph reach a parameter that some optimizer holds (the model's output, not
+    an input made to require grad or a parameter updated by hand)?"""
+    trained = session.trainable_ids()
+    return any(id(leaf) in trained for leaf in graph_leaves([tensor], limit))
 
 
 def value_fingerprint(p) -> tuple:
