@@ -327,11 +327,14 @@ def real_section(folder: str = REAL, run=None, timeout: float = TIMEOUT, root: s
 
 # ---------------------------------------------------------------- 3. real silent bugs
 
-def bug_section(folder: str = BUGS, run=None, steps: int = BUG_STEPS) -> dict | None:
-    """Every script of folder/MANIFEST.yaml by split; None when there is no manifest."""
+def bug_section(folder: str = BUGS, run=None, steps: int = BUG_STEPS, split: str | None = None) -> dict | None:
+    """Every script of folder/MANIFEST.yaml by split (only `split`'s when given, so work on dev never prints
+    a test item's findings); None when there is no manifest."""
     items = _load_manifest(os.path.join(folder, "MANIFEST.yaml"))
     if items is None:
         return None
+    if split:
+        items = [i for i in items if i.get("split", "dev") == split]
     items = _shard(items)
     run = run or (lambda path: _in_temporary_folder(path, steps))
     rows, missing = [], []
@@ -423,6 +426,7 @@ def main(argv=None) -> int:
                         f"reported at its end, as `kb watch -- python train.py` without --steps)")
     p.add_argument("--device", default="cpu", help="the default device for our own scripts, and whether the "
                    "third-party ones see a GPU (default cpu: they see none)")
+    p.add_argument("--split", choices=["dev", "test"], help="real silent bugs: run this split only (default both)")
     p.add_argument("--shard", default="0/1", metavar="K/N", help="run every Nth script of each section from the Kth")
     args = p.parse_args(argv)
     global DEVICE, SHARD
@@ -459,7 +463,7 @@ def main(argv=None) -> int:
             out += real_table(real, args.markdown)
         out.append("")
     if args.only in (None, "bugs"):
-        bugs = results["bugs"] = bug_section(steps=args.bug_steps)
+        bugs = results["bugs"] = bug_section(steps=args.bug_steps, split=args.split)
         watched = f"the first {args.bug_steps} optimizer steps" if args.bug_steps else "the whole run"
         out += ["## Real silent bugs (from public threads)", "", f"each script watched for {watched}", ""]
         if bugs is None:

@@ -128,6 +128,8 @@ def test_bug_section_reports_dev_and_test_apart(bench, tmp_path):
     assert section["missing"] == ["test/gone.py"]
     lines = bench.bug_table(section, markdown=False)
     assert lines[1].split() == ["dev", "1", "1/1", "(100%)", "1/1", "(100%)"]
+    only_dev = bench.bug_section(str(bugs), steps=20, split="dev")
+    assert [r["file"] for r in only_dev["rows"]] == ["dev/typo.py"] and only_dev["missing"] == []
     assert bench.bug_section(str(tmp_path / "nothing")) is None
 
 
