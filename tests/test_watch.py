@@ -1747,3 +1747,26 @@ def test_split_arrays_are_read_from_tensor_subset_and_numpy_datasets_and_repeate
     assert later[0][:, 0].tolist() == [20.0, 22.0, 24.0, 26.0, 28.0]
     summary = _Summary(train + later)
     assert summary.rows == 15 and summary.total.tolist() == series.double().sum(0).tolist()
+
+
+def test_kbw101_reads_the_softmax_axis_against_the_batch():
+    """A softmax over the axis that has the batch's size, and only that axis, is over the batch;
+    one sample's (1, C) scores over dim 0 are too; a square (N, N) matrix and other axes are not."""
+    import torch
+
+    from kb_tools.watch.checks.kbw101_softmax_over_batch_in_model import batch_axis_softmax
+
+    x = torch.randn(8, 5, requires_grad=True)
+    assert batch_axis_softmax(torch.softmax(x, 0).grad_fn, 8)[1:] == (0, (8, 5))
+    assert batch_axis_softmax(torch.log_softmax(x.t(), dim=-1).grad_fn, 8)[1:] == (1, (5, 8))
+    assert batch_axis_softmax(torch.softmax(x, -1).grad_fn, 8) is None        # over the classes
+    assert batch_axis_softmax(torch.softmax(x * 2, 0).grad_fn, 16) is None    # another batch size
+    square = torch.randn(8, 8, requires_grad=True)
+    assert batch_axis_softmax(torch.softmax(square, 0).grad_fn, 8) is None    # both axes are the batch
+    one = torch.randn(1, 4, requires_grad=True)
+    assert batch_axis_softmax(torch.softmax(one, 0).grad_fn, 1)[1:] == (0, (1, 4))
+    assert batch_axis_softmax(torch.softmax(one, 1).grad_fn, 1) is None
+    assert batch_axis_softmax(torch.softmax(torch.randn(3, 5, requires_grad=True), 0).grad_fn, 3) is None  # tiny
+    assert batch_axis_softmax(torch.sigmoid(x).grad_fn, 8) is None
+    tokens = torch.randn(8 * 11, 8, requires_grad=True)   # (N*T, V) logits whose vocabulary size is N
+    assert batch_axis_softmax(torch.log_softmax(tokens, -1).grad_fn, 8) is None
