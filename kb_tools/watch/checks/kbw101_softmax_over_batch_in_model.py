@@ -115,8 +115,8 @@ class SoftmaxOverBatchInModel(Check):
             return []
         name, axis, shape, batch, step = self.example
         op = "log_softmax" if name.startswith("Log") else "softmax"
-        what = (f"a batch of one sample was normalised over dim 0: every probability is 1 and no gradient "
-                f"flows back through it" if batch == 1 else
+        what = ("a batch of one sample was normalised over dim 0: every probability is 1 and no gradient "
+                "flows back through it" if batch == 1 else
                 f"each value is divided by a sum over the {batch} samples of the batch, so every prediction "
                 f"depends on the other samples and a sample scored alone gets a different answer")
         message = (f"a {op} over dim {axis} of a {tuple(shape)} tensor reached the loss on {self.hits} of "
