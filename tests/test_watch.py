@@ -1770,3 +1770,32 @@ def test_kbw101_reads_the_softmax_axis_against_the_batch():
     assert batch_axis_softmax(torch.sigmoid(x).grad_fn, 8) is None
     tokens = torch.randn(8 * 11, 8, requires_grad=True)   # (N*T, V) logits whose vocabulary size is N
     assert batch_axis_softmax(torch.log_softmax(tokens, -1).grad_fn, 8) is None
+
+
+def test_kbw102_reads_an_undivided_mean_at_the_root_of_backward():
+    """A mean as the loss returned it (through views, a negation or a GradScaler's power-of-two scale)
+    is undivided; any other constant factor, a sum-reduced loss or an unknown root is not judged."""
+    import torch
+    import torch.nn.functional as F
+
+    from kb_tools.watch.checks.kbw102_accumulated_means_not_divided import undivided_mean
+
+    logits, y = torch.randn(8, 3, requires_grad=True), torch.randint(0, 3, (8,))
+    x = torch.randn(8, requires_grad=True)
+    assert undivided_mean(F.cross_entropy(logits, y).grad_fn)
+    assert undivided_mean((x ** 2).mean().grad_fn) and undivided_mean((-(x.mean())).grad_fn)
+    assert undivided_mean((F.mse_loss(x, torch.zeros(8)) * torch.tensor(65536.0)).grad_fn)  # scaled, not divided
+    assert not undivided_mean((F.cross_entropy(logits, y) / 4).grad_fn)
+    assert not undivided_mean((F.cross_entropy(logits, y) * 0.25 * 65536.0).grad_fn)
+    assert not undivided_mean(F.cross_entropy(logits, y, reduction="sum").grad_fn)
+    assert not undivided_mean(x.sum().grad_fn)
+
+
+def test_kbw102_counts_a_micro_batch_only_after_a_new_batch_of_the_same_loader():
+    from kb_tools.watch.checks.kbw102_accumulated_means_not_divided import _new_batch
+
+    assert _new_batch((3, 7, 3), (4, 7, 4))            # the next batch of the same loader
+    assert not _new_batch((3, 7, 3), (3, 7, 3))        # a second loss of the same forward
+    assert not _new_batch((3, 7, 3), (4, 8, 4))        # another task's loader
+    assert _new_batch((0, None, 5), (0, None, 6))      # no loader: a new call of the model
+    assert not _new_batch((0, None, 5), (0, None, 5))
