@@ -1799,3 +1799,20 @@ def test_kbw102_counts_a_micro_batch_only_after_a_new_batch_of_the_same_loader()
     assert not _new_batch((3, 7, 3), (4, 8, 4))        # another task's loader
     assert _new_batch((0, None, 5), (0, None, 6))      # no loader: a new call of the model
     assert not _new_batch((0, None, 5), (0, None, 5))
+
+
+def test_kbw103_reads_a_token_mean_divided_by_the_number_of_micro_batches():
+    import torch
+    import torch.nn.functional as F
+
+    from kb_tools.watch.checks.kbw103_accumulated_token_means import divided_token_mean
+
+    logits, y = torch.randn(12, 5, requires_grad=True), torch.randint(0, 5, (12,))
+    y[:4] = -100
+    assert divided_token_mean((F.cross_entropy(logits, y) / 4).grad_fn) == 4
+    assert divided_token_mean((F.cross_entropy(logits, y) * 0.125).grad_fn) == 8
+    seq = torch.randn(2, 5, 6, requires_grad=True)   # (N, C, T) logits: the 2-D form of the loss
+    assert divided_token_mean((F.cross_entropy(seq, torch.randint(0, 5, (2, 6))) / 2).grad_fn) == 2
+    assert divided_token_mean(F.cross_entropy(logits, y).grad_fn) is None                    # not divided
+    assert divided_token_mean((F.cross_entropy(logits, y, reduction="sum") / 4).grad_fn) is None  # a total
+    assert divided_token_mean((F.mse_loss(logits, torch.zeros(12, 5)) / 4).grad_fn) is None     # not a token loss

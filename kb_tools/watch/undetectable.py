@@ -38,7 +38,6 @@ UNDETECTABLE = {
                                   "deliberate loss weight",
     "competing-loss-terms": "how the terms should be weighted is a modelling choice; the run sees their sum",
     "clip-loss-not-gradient": "a clamp inside the loss is an ordinary op; only the final loss reaches the watcher",
-    "grad-accum-token-normalization": "a mean of per-micro-batch means is a different weighting, with no invalid value",
     "sum-reduction-lr-scale": "reduction='sum' is a legitimate choice; its harm depends on the lr chosen with it",
     "label-smoothing-misread": "a loss floor read as a plateau is a reading of the curve, not a fault in the run",
     "over-regularization": "how strong dropout or weight decay should be is a judgement that needs the training curve",

@@ -1,0 +1,147 @@
+"""KBW103: gradient accumulation over micro-batches of token losses, each a mean over its own
+non-ignored tokens divided by the number of micro-batches: a mean of means, which weights a token
+by one over its micro-batch's token count instead of averaging over every token of the window.
+
+Criterion: on a sampled step, an optimizer's step() follows N >= 2 backward() calls from one line
+of the user's code, each after a new batch (KBW102's window: same loader, gradients added, not
+cleared), and each handed a cross_entropy / nll_loss mean (reduction "mean") divided by N or
+multiplied by 1/N (within 1%) and nothing else; the targets of each such loss call are integer
+class ids with at least one not equal to its ignore_index. Such a window counts when its
+micro-batches' token counts differ by at least MIN_SPREAD (largest over smallest): with equal
+counts the mean of means is the mean over all tokens. Reported when at least MIN_WINDOWS sampled
+windows count and they are at least MIN_SHARE of the windows of this shape.
+"""
+from __future__ import annotations
+
+from kb_tools.watch.checks import Check, created_at, plural
+from kb_tools.watch.checks.kbw102_accumulated_means_not_divided import _new_batch
+from kb_tools.watch.checks.tensors import constant_factor
+from kb_tools.watch.sites import user_site
+
+MIN_WINDOWS = 3
+MIN_SHARE = 0.5
+MIN_SPREAD = 1.25
+MIN_TOKENS = 1
+LOSS_NODES = ("NllLossBackward0", "NllLoss2DBackward0")
+REDUCTION_MEAN = 1
+
+
+def divided_token_mean(node) -> float | None:
+    """N when this backward() root is a mean-reduced nll_loss / cross_entropy divided by the number
+    N (or multiplied by 1/N), else None."""
+    factor = constant_factor(node, host_only=True) if node is not None else None
+    if factor is None:
+        return None
+    kind, value = factor
+    n = value if kind == "div" else (1 / value if value else 0)
+    child = next((c for c, _ in node.next_functions if c is not None), None)
+    if n < 2 or child is None or child.name() not in LOSS_NODES \
+            or getattr(child, "_saved_reduction", None) != REDUCTION_MEAN:
+        return None
+    return n
+
+
+class _Window:
+    __slots__ = ("tokens", "sites", "divisors", "stacked", "fresh", "last")
+
+    def __init__(self):
+        self.tokens: list = []    # non-ignored targets of each micro-batch's loss (None: not a token mean / N)
+        self.sites: set = set()
+        self.divisors: set = set()
+        self.stacked = self.fresh = True
+        self.last = None
+
+
+class AccumulatedTokenMeans(Check):
+    __doc__ = __doc__
+    code = "KBW103"
+    name = "accumulated-token-means"
+    entry = "grad-accum-token-normalization"
+    title = "gradient accumulation averages per-micro-batch token means: tokens weighted by their micro-batch's count"
+    confidence = 0.75
+
+    def __init__(self, session):
+        super().__init__(session)
+        self.windows: dict = {}
+        self.pending = None
+        self.tokens = None        # non-ignored targets of the latest sampled cross_entropy / nll_loss call
+        self.batches = 0
+        self.loader = None
+        self.forwards = 0
+        self.tally: dict = {}     # id(optimizer) -> [hits, windows of the shape, first step, spread, line]
+
+    def on_any_batch(self, loader, batch, serial):
+        self.batches += 1
+        self.loader = id(loader)
+
+    def on_root_forward(self, model, grad_enabled):
+        if grad_enabled:
+            self.forwards += 1
+
+    def on_loss(self, call):
+        y = call.target
+        if call.kind not in ("cross_entropy", "nll_loss") or call.reduction != "mean" or y is None \
+                or y.is_floating_point() or y.is_complex():
+            return
+        self.tokens = int((y != call.options.get("ignore_index", -100)).sum())
+
+    def on_before_backward(self, tensors):
+        root = getattr(tensors[0], "grad_fn", None) if tensors else None
+        s = self.session
+        n = divided_token_mean(root)
+        tokens = self.tokens if n is not None and self.tokens is not None and self.tokens >= MIN_TOKENS else None
+        self.tokens = None
+        self.pending = (user_site(depth=3), n, tokens,
+                        {id(opt): bool(s.grad_norm_before_backward(opt)) for opt in s.live_optimizers()},
+                        (self.batches, self.loader, self.forwards))
+
+    def on_after_backward(self, tensors):
+        if self.pending is None:
+            return
+        site, n, tokens, before, data = self.pending
+        self.pending = None
+        for opt in self.session.live_optimizers():
+            if not self.session.backward_wrote(opt):
+                continue
+            w = self.windows.setdefault(id(opt), _Window())
+            if w.tokens:
+                w.stacked = w.stacked and before.get(id(opt), False)
+                w.fresh = w.fresh and _new_batch(w.last, data)
+            w.last = data
+            w.tokens.append(tokens)
+            w.sites.add(site)
+            w.divisors.add(round(n, 2) if n else None)
+
+    def on_step_pre(self, optimizer):
+        w = self.windows.pop(id(optimizer), None)
+        self.windows.clear()
+        if w is None or len(w.tokens) < 2 or None in w.tokens or not (w.stacked and w.fresh) \
+                or len(w.sites) != 1 or None in w.sites or len(w.divisors) != 1:
+            return
+        calls = len(w.tokens)
+        if abs(next(iter(w.divisors)) - calls) > 0.01 * calls:
+            return
+        t = self.tally.setdefault(id(optimizer), [0, 0, None, 0.0, None])
+        t[1] += 1
+        spread = max(w.tokens) / min(w.tokens)
+        if spread >= MIN_SPREAD:
+            t[0] += 1
+            if t[2] is None:
+                t[2], t[4] = self.session.step, next(iter(w.sites))
+            t[3] = max(t[3], spread)
+
+    def findings(self) -> list:
+        out = []
+        for key, (hits, windows, step, spread, line) in self.tally.items():
+            if hits < MIN_WINDOWS or hits < MIN_SHARE * windows:
+                continue
+            info = self.session.optimizers.get(key)
+            site = info.site if info is not None else None
+            message = (f"on {hits} of {plural(windows, 'sampled step')} with accumulation, backward() at {line} took "
+                       f"each micro-batch's token mean divided by the number of micro-batches while their token "
+                       f"counts differed up to {spread:.1f}x ({created_at('optimizer', site)}): a mean of means, so "
+                       f"a token in a short micro-batch weighs more than one in a long one; sum each micro-batch's "
+                       f"token losses and divide by the window's total token count")
+            out.append(self.finding(message, where=line, step=step,
+                                    evidence={"windows": hits, "windows_of_shape": windows, "max_spread": spread}))
+        return out
