@@ -1792,13 +1792,13 @@ def test_kbw102_reads_an_undivided_mean_at_the_root_of_backward():
 
 
 def test_kbw102_counts_a_micro_batch_only_after_a_new_batch_of_the_same_loader():
-    from kb_tools.watch.checks.kbw102_accumulated_means_not_divided import _new_batch
+    from kb_tools.watch.checks.accumulation import new_batch
 
-    assert _new_batch((3, 7, 3), (4, 7, 4))            # the next batch of the same loader
-    assert not _new_batch((3, 7, 3), (3, 7, 3))        # a second loss of the same forward
-    assert not _new_batch((3, 7, 3), (4, 8, 4))        # another task's loader
-    assert _new_batch((0, None, 5), (0, None, 6))      # no loader: a new call of the model
-    assert not _new_batch((0, None, 5), (0, None, 5))
+    assert new_batch((3, 7, 3), (4, 7, 4))            # the next batch of the same loader
+    assert not new_batch((3, 7, 3), (3, 7, 3))        # a second loss of the same forward
+    assert not new_batch((3, 7, 3), (4, 8, 4))        # another task's loader
+    assert new_batch((0, None, 5), (0, None, 6))      # no loader: a new call of the model
+    assert not new_batch((0, None, 5), (0, None, 5))
 
 
 def test_kbw103_reads_a_token_mean_divided_by_the_number_of_micro_batches():

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 
-from kb_tools.watch.checks import Check, created_at, plural
+from kb_tools.watch.checks import created_at, plural
+from kb_tools.watch.checks.accumulation import MicroBatchWindows
 from kb_tools.watch.checks.tensors import constant_factor, skip_view_nodes
-from kb_tools.watch.sites import user_site
 
 MIN_WINDOWS = 3
 MIN_SHARE = 0.8
@@ -56,28 +56,7 @@ def undivided_mean(node) -> bool:
     return False
 
 
-def _new_batch(before: tuple, now: tuple) -> bool:
-    """Between two backward() calls: a new batch of the same DataLoader, or with no DataLoader at all,
-    a new call of the watched model."""
-    (batches, loader, forwards), (batches2, loader2, forwards2) = before, now
-    if loader2 is None:
-        return forwards2 > forwards
-    return batches2 > batches and loader2 == loader
-
-
-class _Window:
-    __slots__ = ("calls", "sites", "undivided", "stacked", "fresh", "last")
-
-    def __init__(self):
-        self.calls = 0
-        self.sites: set = set()
-        self.undivided = True
-        self.stacked = True    # every backward() after the first added to the gradients already there
-        self.fresh = True      # ... and came after a new batch of the same loader (or a new model call)
-        self.last = None       # (batches yielded, loader, model calls) at the previous backward()
-
-
-class AccumulatedMeansNotDivided(Check):
+class AccumulatedMeansNotDivided(MicroBatchWindows):
     __doc__ = __doc__
     code = "KBW102"
     name = "accumulated-means-not-divided"
@@ -87,57 +66,19 @@ class AccumulatedMeansNotDivided(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.windows: dict = {}   # id(optimizer) -> _Window of the step now accumulating
-        self.pending = None       # (site, undivided, {id(optimizer): gradients present before}) of this backward()
         self.tally: dict = {}     # id(optimizer) -> [hits, windows of 2+ calls, first step, largest N, line]
-        self.batches = 0          # DataLoader batches yielded so far, and the loader of the last one
-        self.loader = None
-        self.forwards = 0         # grad-enabled calls of a watched model so far
 
-    def on_any_batch(self, loader, batch, serial):
-        self.batches += 1
-        self.loader = id(loader)
+    def reading(self, root):
+        return root is not None and undivided_mean(root)
 
-    def on_root_forward(self, model, grad_enabled):
-        if grad_enabled:
-            self.forwards += 1
-
-    def on_before_backward(self, tensors):
-        root = getattr(tensors[0], "grad_fn", None) if tensors else None
-        s = self.session
-        self.pending = (user_site(depth=3), root is not None and undivided_mean(root),
-                        {id(opt): bool(s.grad_norm_before_backward(opt)) for opt in s.live_optimizers()},
-                        (self.batches, self.loader, self.forwards))
-
-    def on_after_backward(self, tensors):
-        if self.pending is None:
-            return
-        site, undivided, before, data = self.pending
-        self.pending = None
-        for opt in self.session.live_optimizers():
-            if not self.session.backward_wrote(opt):
-                continue
-            w = self.windows.setdefault(id(opt), _Window())
-            if w.calls:
-                w.stacked = w.stacked and before.get(id(opt), False)
-                w.fresh = w.fresh and _new_batch(w.last, data)
-            w.last = data
-            w.calls += 1
-            w.sites.add(site)
-            w.undivided = w.undivided and undivided
-
-    def on_step_pre(self, optimizer):
-        w = self.windows.pop(id(optimizer), None)
-        self.windows.clear()   # any step ends every window
-        if w is None or w.calls < 2:
-            return
+    def window_ended(self, optimizer, w):
         t = self.tally.setdefault(id(optimizer), [0, 0, None, 0, None])
         t[1] += 1
-        if w.undivided and w.stacked and w.fresh and len(w.sites) == 1 and None not in w.sites:
+        if all(w.readings) and w.micro_batches:
             t[0] += 1
             if t[2] is None:
                 t[2], t[4] = self.session.step, next(iter(w.sites))
-            t[3] = max(t[3], w.calls)
+            t[3] = max(t[3], len(w.readings))
 
     def findings(self) -> list:
         out = []

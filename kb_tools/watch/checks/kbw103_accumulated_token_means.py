@@ -13,10 +13,9 @@ windows count and they are at least MIN_SHARE of the windows of this shape.
 """
 from __future__ import annotations
 
-from kb_tools.watch.checks import Check, created_at, plural
-from kb_tools.watch.checks.kbw102_accumulated_means_not_divided import _new_batch
+from kb_tools.watch.checks import created_at, plural
+from kb_tools.watch.checks.accumulation import MicroBatchWindows
 from kb_tools.watch.checks.tensors import constant_factor
-from kb_tools.watch.sites import user_site
 
 MIN_WINDOWS = 3
 MIN_SHARE = 0.5
@@ -41,18 +40,7 @@ def divided_token_mean(node) -> float | None:
     return n
 
 
-class _Window:
-    __slots__ = ("tokens", "sites", "divisors", "stacked", "fresh", "last")
-
-    def __init__(self):
-        self.tokens: list = []    # non-ignored targets of each micro-batch's loss (None: not a token mean / N)
-        self.sites: set = set()
-        self.divisors: set = set()
-        self.stacked = self.fresh = True
-        self.last = None
-
-
-class AccumulatedTokenMeans(Check):
+class AccumulatedTokenMeans(MicroBatchWindows):
     __doc__ = __doc__
     code = "KBW103"
     name = "accumulated-token-means"
@@ -62,21 +50,8 @@ class AccumulatedTokenMeans(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.windows: dict = {}
-        self.pending = None
         self.tokens = None        # non-ignored targets of the latest sampled cross_entropy / nll_loss call
-        self.batches = 0
-        self.loader = None
-        self.forwards = 0
         self.tally: dict = {}     # id(optimizer) -> [hits, windows of the shape, first step, spread, line]
-
-    def on_any_batch(self, loader, batch, serial):
-        self.batches += 1
-        self.loader = id(loader)
-
-    def on_root_forward(self, model, grad_enabled):
-        if grad_enabled:
-            self.forwards += 1
 
     def on_loss(self, call):
         y = call.target
@@ -85,45 +60,21 @@ class AccumulatedTokenMeans(Check):
             return
         self.tokens = int((y != call.options.get("ignore_index", -100)).sum())
 
-    def on_before_backward(self, tensors):
-        root = getattr(tensors[0], "grad_fn", None) if tensors else None
-        s = self.session
-        n = divided_token_mean(root)
-        tokens = self.tokens if n is not None and self.tokens is not None and self.tokens >= MIN_TOKENS else None
-        self.tokens = None
-        self.pending = (user_site(depth=3), n, tokens,
-                        {id(opt): bool(s.grad_norm_before_backward(opt)) for opt in s.live_optimizers()},
-                        (self.batches, self.loader, self.forwards))
+    def reading(self, root):
+        """(N, the loss call's non-ignored targets) for a token mean divided by N, else None."""
+        n, tokens, self.tokens = divided_token_mean(root), self.tokens, None
+        return (round(n, 2), tokens) if n is not None and tokens is not None and tokens >= MIN_TOKENS else None
 
-    def on_after_backward(self, tensors):
-        if self.pending is None:
+    def window_ended(self, optimizer, w):
+        if not w.micro_batches or None in w.readings or len({n for n, _ in w.readings}) != 1:
             return
-        site, n, tokens, before, data = self.pending
-        self.pending = None
-        for opt in self.session.live_optimizers():
-            if not self.session.backward_wrote(opt):
-                continue
-            w = self.windows.setdefault(id(opt), _Window())
-            if w.tokens:
-                w.stacked = w.stacked and before.get(id(opt), False)
-                w.fresh = w.fresh and _new_batch(w.last, data)
-            w.last = data
-            w.tokens.append(tokens)
-            w.sites.add(site)
-            w.divisors.add(round(n, 2) if n else None)
-
-    def on_step_pre(self, optimizer):
-        w = self.windows.pop(id(optimizer), None)
-        self.windows.clear()
-        if w is None or len(w.tokens) < 2 or None in w.tokens or not (w.stacked and w.fresh) \
-                or len(w.sites) != 1 or None in w.sites or len(w.divisors) != 1:
-            return
-        calls = len(w.tokens)
-        if abs(next(iter(w.divisors)) - calls) > 0.01 * calls:
+        calls = len(w.readings)
+        if abs(w.readings[0][0] - calls) > 0.01 * calls:
             return
         t = self.tally.setdefault(id(optimizer), [0, 0, None, 0.0, None])
         t[1] += 1
-        spread = max(w.tokens) / min(w.tokens)
+        counts = [tokens for _, tokens in w.readings]
+        spread = max(counts) / min(counts)
         if spread >= MIN_SPREAD:
             t[0] += 1
             if t[2] is None:
