@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, loss_where
+from kb_tools.watch.checks.tensors import saved_dim
 
 MIN_CALLS = 2
 DEPTH = 6
@@ -32,10 +33,7 @@ def last_axis_from_linear(t: torch.Tensor) -> bool:
         if name in _MATMUL:
             return True
         if name in _SOFTMAX:
-            dim = getattr(node, "_saved_dim", None)
-            if isinstance(dim, int) and dim >= 2 ** 63:  # a negative dim, read back as unsigned
-                dim -= 2 ** 64
-            return dim in (-1, t.dim() - 1)
+            return saved_dim(node) in (-1, t.dim() - 1)
         if name not in _THROUGH:
             return False
         nxt = [f for f, _ in node.next_functions if f is not None and type(f).__name__ != "AccumulateGrad"]

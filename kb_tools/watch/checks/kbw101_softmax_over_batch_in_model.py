@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, plural
-from kb_tools.watch.checks.tensors import first_tensor, nodes_from
+from kb_tools.watch.checks.tensors import first_tensor, nodes_from, saved_dim
 
 MAX_WALKS = 12
 MAX_NODES = 5000
@@ -27,13 +27,6 @@ MIN_HITS = 2
 MIN_SHARE = 0.75
 MIN_BATCH = 4
 NODES = ("SoftmaxBackward0", "LogSoftmaxBackward0")
-
-
-def _axis(dim: int, ndim: int) -> int:
-    """A saved dim as a non-negative axis (torch keeps dim=-1 as 2**64 - 1)."""
-    if dim >= 1 << 63:
-        dim -= 1 << 64
-    return dim % ndim
 
 
 def batch_axis_softmax(node, batch: int):
@@ -45,7 +38,10 @@ def batch_axis_softmax(node, batch: int):
     if not isinstance(result, torch.Tensor) or result.dim() < 2:
         return None
     shape = tuple(result.shape)
-    axis = _axis(int(node._saved_dim), len(shape))
+    dim = saved_dim(node)
+    if dim is None:
+        return None
+    axis = dim % len(shape)
     if shape[axis] != batch or shape.count(batch) != 1:
         return None
     if batch == 1 and not (len(shape) == 2 and axis == 0 and shape[1] >= 2):
@@ -81,6 +77,8 @@ class SoftmaxOverBatchInModel(Check):
             self.input_batch = int(x.shape[0]) if isinstance(x, torch.Tensor) and x.dim() >= 1 else None
 
     def on_loss(self, call):
+        if self.walks >= MAX_WALKS:
+            return
         x = call.input
         if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.requires_grad:
             self.loss_rows = (self.session.step, int(x.shape[0]))

@@ -240,6 +240,15 @@ def feature_moments(x: torch.Tensor) -> tuple:
     return mean.tolist(), std.tolist()
 
 
+def saved_dim(node) -> int | None:
+    """The `dim` a softmax-like autograd node saved, as the signed value given (torch reads a negative
+    dim back as unsigned: -1 as 2**64 - 1); None when the node saved none."""
+    dim = getattr(node, "_saved_dim", None)
+    if not isinstance(dim, int):
+        return None
+    return dim - (1 << 64) if dim >= 1 << 63 else dim
+
+
 # autograd nodes that only reshape, select, copy or cast their one input: looked through to the op that
 # made a tensor (the sigmoid behind a squeeze, the softmax behind a view, the mean behind an unsqueeze)
 VIEW_NODES = frozenset({
