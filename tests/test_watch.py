@@ -12,6 +12,7 @@ import gc
 import glob
 import io
 import json
+import math
 import os
 import subprocess
 import textwrap
@@ -953,6 +954,29 @@ def test_a_batch_fingerprint_sums_in_float64_without_a_float64_copy():
         fingerprint(batch)
     allocated = sum(e.self_cpu_memory_usage for e in prof.events() if e.self_cpu_memory_usage > 0)
     assert allocated < batch.numel() * batch.element_size() // 8     # the old float64 copy was twice its size
+
+
+def test_the_gradient_norm_in_host_memory_is_the_total_norm_read_without_foreach_norm():
+    """On the CPU the total gradient norm is taken tensor by tensor (torch._foreach_norm on every step
+    cost a small CNN hundreds of page faults a step, BENCHMARKS): the same value as the device path,
+    NaN and inf carried through, sparse gradients read."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from kb_tools.watch.checks.tensors import grad_norm_of, grad_norm_tensor, host_grad_norm
+    g = torch.Generator().manual_seed(0)
+    grads = [torch.randn(16, 3, 3, 3, generator=g), torch.randn(16, generator=g) * 1e3,
+             torch.randn(10, 64, generator=g).double(), torch.randn(7, generator=g).half()]
+    expected = float(grad_norm_tensor(grads))
+    assert host_grad_norm(grads) == pytest.approx(expected, rel=1e-6)
+    assert grad_norm_of(grads) == pytest.approx(expected, rel=1e-6)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        grad_norm_of(grads)
+    assert not [e.name for e in prof.events() if "foreach" in e.name]
+    with_nan = [grads[0], torch.tensor([1.0, float("nan")]), torch.tensor([float("inf")])]
+    assert math.isnan(host_grad_norm(with_nan))
+    assert host_grad_norm([grads[0], torch.tensor([float("inf"), 2.0])]) == float("inf")
+    sparse = torch.sparse_coo_tensor([[0, 3]], [3.0, 4.0], (6,))
+    assert host_grad_norm([sparse]) == pytest.approx(5.0)
 
 
 def test_dead_relu_share_is_the_units_zero_for_every_example():

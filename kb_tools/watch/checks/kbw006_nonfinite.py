@@ -13,9 +13,9 @@ the finding names nan-grad-at-zero. When the first non-finite module output is f
 inf while that module's weights and the batch were finite, it names fp16-overflow.
 
 Between sampled steps the gradient is watched too: on each unsampled step the total gradient
-norm is taken (tensors.grad_norm_tensor, the helper the sampled steps use), and a NaN under a
-finite loss dates the NaN to that step. On the CPU the norm is
-read at once, and the ops are read from that step's graph. On an accelerator, to avoid a
+norm is taken, and a NaN under a finite loss dates the NaN to that step. On the CPU the norm is
+read at once (tensors.host_grad_norm, the helper the sampled steps use there), and the ops are
+read from that step's graph. On an accelerator, to avoid a
 synchronisation per step, the norm and the loss's sum stay on the device (for up to MAX_UNREAD
 steps) and are read together at the next sampled step, whose graph (the same code) is then the
 one read.
@@ -32,7 +32,7 @@ import math
 import torch
 
 from kb_tools.watch.checks import Check, loss_where
-from kb_tools.watch.checks.tensors import first_tensor, grad_norm_tensor, nodes_from
+from kb_tools.watch.checks.tensors import first_tensor, grad_norm_tensor, host_grad_norm, nodes_from
 
 MAX_OUTPUTS = 4096  # module outputs kept from one forward pass (a bound for long recurrent loops)
 MAX_NODES = 50_000  # autograd nodes read behind one loss
@@ -187,13 +187,13 @@ class NonFinite(Check):
         grads = [p.grad for p in s.params_of(optimizer) if p.grad is not None]
         if not grads:
             return
-        norm = grad_norm_tensor(grads)
-        if _read_at_once(norm):
-            if math.isnan(float(norm)) and _finite(loss):
+        if all(_read_at_once(g) for g in grads):
+            if math.isnan(host_grad_norm(grads)) and _finite(loss):
                 self.grad_step, self.grad_with_finite_loss, self.grad_unsampled = s.step, True, True
                 if loss.grad_fn is not None and loss.dtype in (torch.float32, torch.float64):
                     self.roots, self.where = _graph_ops(loss.grad_fn)
             return
+        norm = grad_norm_tensor(grads)
         if loss.device != norm.device or len(self.unread) >= MAX_UNREAD:
             return
         self.unread.append((s.step, norm, loss.detach().sum()))
