@@ -16,8 +16,13 @@ memory back to the system and fault it in again on the next step, and whether a 
 into that pattern varies from process to process and with what else allocates; a mode with many
 more faults than plain is paying for that, not for the checks' own work.
 
+Because that pattern is drawn per process, --processes N repeats the whole measurement in N fresh
+processes, one after another, and reports each mode's change from unwatched as the median and the
+range over them (each process's own ratio is still against the unwatched steps of that process).
+
     python bench/watch_overhead.py [--steps 100] [--rounds 4] [--every 10] [--threads 1] [--device cpu]
-                                   [--size small|medium] [--count-ops] [--json]
+                                   [--size small|medium] [--model both|cnn|transformer]
+                                   [--processes N] [--count-ops] [--json]
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -212,6 +218,58 @@ def count_ops(setup, every: int, steps: int = 100) -> dict:
     return {"every": every, "ops_per_step": counted[0] / steps}
 
 
+def without_option(argv: list, name: str) -> list:
+    """`argv` without the option `name` and its value (as `--name V` or `--name=V`)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(name + "="):
+            out.append(arg)
+    return out
+
+
+def across_processes(args, argv: list) -> int:
+    """The measurement repeated in args.processes fresh processes: each mode's change from unwatched
+    (CPU time on the CPU, wall time on CUDA) as the median and the range over the processes."""
+    child = [sys.executable, os.path.abspath(__file__), *without_option(without_option(argv, "--processes"), "--json"),
+             "--json"]
+    runs = []
+    for i in range(args.processes):
+        print(f"[process {i + 1}/{args.processes}]", file=sys.stderr, flush=True)
+        done = subprocess.run(child, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"watch_overhead: process {i + 1} failed: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+            return 1
+        runs.append(json.loads(done.stdout))
+    clock = "cpu" if args.device == "cpu" else "wall"
+    summary = []
+    for index, first in enumerate(runs[0]):
+        row = {"model": first["model"], "clock": clock, "processes": len(runs), "modes": {}}
+        for mode in (*MODES[1:], "first 10 steps"):
+            changes = sorted(run[index][clock][mode]["ratio"] - 1 for run in runs)
+            row["modes"][mode] = {"median": statistics.median(changes), "min": changes[0], "max": changes[-1],
+                                  "each": changes}
+        faults = {mode: statistics.median(run[index]["page_faults_per_step"][mode] for run in runs) for mode in MODES}
+        row["median_page_faults_per_step"] = faults
+        summary.append(row)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    print(f"torch {torch.__version__}, {args.device}, {args.threads} thread(s), every {args.every}, "
+          f"{len(runs)} processes; {clock} time, change from unwatched: median [min, max]")
+    for row in summary:
+        print(row["model"])
+        for mode, m in row["modes"].items():
+            above = sum(c > 0.10 for c in m["each"])
+            print(f"  {mode:14} {m['median']:+.1%} [{m['min']:+.1%}, {m['max']:+.1%}]  above +10% in {above} of {len(runs)}")
+        print("  page faults per step, median: " + "; ".join(
+            f"{mode} {n:.0f}" for mode, n in row["median_page_faults_per_step"].items()))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100, help="steps per block (default 100)")
@@ -225,8 +283,17 @@ def main(argv=None) -> int:
     parser.add_argument("--count-ops", action="store_true",
                         help="count the ops the checks issue per step (unsampled steps, and default sampling) "
                              "instead of timing")
+    parser.add_argument("--model", choices=("both", "cnn", "transformer"), default="both",
+                        help="which model to time (default both)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="repeat the measurement in N fresh processes and report the median and range of "
+                             "each mode's change (the allocator's page-fault pattern differs per process)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.processes < 1:
+        parser.error(f"--processes: expected at least 1, got {args.processes}")
+    if args.processes > 1 and not args.count_ops:
+        return across_processes(args, argv if argv is not None else sys.argv[1:])
     global SIZE
     SIZE = args.size
     torch.set_num_threads(args.threads)
@@ -241,10 +308,15 @@ def main(argv=None) -> int:
                       f"{default['ops_per_step']:.1f} per step with every {args.every}")
         return 0
     c, t = SIZES[SIZE]["cnn"], SIZES[SIZE]["transformer"]
-    results = [measure(f"{SIZE} CNN (3 conv + BN, widths {c['width']}-{4 * c['width']}, {c['image']}x{c['image']}x3, "
-                       f"batch {c['batch']})", cnn_setup, args.steps, args.rounds, args.every, args.device),
-               measure(f"{SIZE} transformer ({t['layers']} layers, d {t['d_model']}, seq {t['seq']}, batch {t['batch']}, "
-                       f"vocab {t['vocab']})", transformer_setup, args.steps, args.rounds, args.every, args.device)]
+    results = []
+    if args.model in ("both", "cnn"):
+        results.append(measure(f"{SIZE} CNN (3 conv + BN, widths {c['width']}-{4 * c['width']}, "
+                               f"{c['image']}x{c['image']}x3, batch {c['batch']})",
+                               cnn_setup, args.steps, args.rounds, args.every, args.device))
+    if args.model in ("both", "transformer"):
+        results.append(measure(f"{SIZE} transformer ({t['layers']} layers, d {t['d_model']}, seq {t['seq']}, "
+                               f"batch {t['batch']}, vocab {t['vocab']})",
+                               transformer_setup, args.steps, args.rounds, args.every, args.device))
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
