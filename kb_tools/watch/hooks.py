@@ -65,7 +65,7 @@ from torch.optim import lr_scheduler
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import dataloader
 
-from kb_tools.watch.checks import overridden
+from kb_tools.watch.checks import ATTENTION_DROPOUT, overridden
 from kb_tools.watch.checks.tensors import inside_function_transform
 from kb_tools.watch.sites import StopWatching, caller_is_torch, library_file, show_path, user_site
 
@@ -134,6 +134,21 @@ def _dropout_wrapper(original):
         if s is not None and training and p > 0 and not s.stopped:
             _guard(s, "dropout", s.dropout_call, p, given)
         return original(input, p, training, inplace)
+    return wrapper
+
+
+def _attention_dropout_wrapper(original):
+    """F.scaled_dot_product_attention: its dropout_p drops attention weights whatever the caller's
+    mode (it has no training flag), so a dropout_p > 0 is a dropout the caller did not gate unless
+    its own code passes 0 in eval mode; told to the session like F.dropout without `training`."""
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        s = _active
+        if s is not None and not s.stopped:
+            p = args[4] if len(args) > 4 else kwargs.get("dropout_p", 0.0)
+            if isinstance(p, (int, float)) and p > 0 and not caller_is_torch(depth=2):  # MultiheadAttention gates it
+                _guard(s, "scaled_dot_product_attention", s.dropout_call, float(p), False, ATTENTION_DROPOUT)
+        return original(*args, **kwargs)
     return wrapper
 
 
@@ -497,6 +512,8 @@ class Instrumentation:
         for name in ("dropout", "dropout1d", "dropout2d", "dropout3d"):
             if getattr(F, name, None) is not None:
                 self._patch(F, name, _dropout_wrapper(getattr(F, name)))
+        if getattr(F, "scaled_dot_product_attention", None) is not None:
+            self._patch(F, "scaled_dot_product_attention", _attention_dropout_wrapper(F.scaled_dot_product_attention))
         self._patch(torch, "bernoulli", _bernoulli_wrapper("bernoulli", torch.bernoulli))
         for name in ("bernoulli", "bernoulli_"):
             self._patch(torch.Tensor, name, _bernoulli_wrapper(name, getattr(torch.Tensor, name)))

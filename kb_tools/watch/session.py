@@ -756,9 +756,9 @@ class Session:
         if self._handlers["on_checkpoint"]:
             self.dispatch("on_checkpoint", function, site)
 
-    def dropout_call(self, p: float, training_given: bool = True) -> None:
+    def dropout_call(self, p: float, training_given: bool = True, kind: str = "F.dropout") -> None:
         if self._handlers["on_dropout"]:
-            self.dispatch("on_dropout", p, training_given)
+            self.dispatch("on_dropout", p, training_given, kind)
 
     def module_forward(self, module, output) -> None:
         self.dispatch("on_module_forward", module, output, torch.is_grad_enabled())

@@ -41,8 +41,10 @@ EVENTS = {
     "on_any_batch": "every call: a DataLoader iterator yielded a batch (loader, batch, the iterator's serial number); "
                     "must be cheap",
     "on_clip": "sampled: clip_grad_norm_ returned (ClipCall: parameters, max_norm, the norm it returned, site)",
-    "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p, and "
-                  "whether the caller passed training or left it at its default); must be cheap",
+    "on_dropout": "every call: a functional dropout (nn.Dropout's too) drops units: training=True, p > 0 (p, "
+                  "whether the caller passed training or left it at its default, and the kind: 'F.dropout', or "
+                  "ATTENTION_DROPOUT for scaled_dot_product_attention's dropout_p, which has no training flag); "
+                  "must be cheap",
     "on_bernoulli": "every call: torch.bernoulli or Tensor.bernoulli / bernoulli_ drew a 0/1 mask (its probability: a "
                     "number, or the tensor of probabilities); dispatched only when a check has it",
     "on_no_grad_block": "sampled: a torch.no_grad() block of the user's code, entered while grad was enabled, starts "
@@ -72,6 +74,7 @@ EVENTS = {
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
 }
 CODE_FORM = re.compile(r"^KBW\d{3}$")
+ATTENTION_DROPOUT = "F.scaled_dot_product_attention"  # on_dropout's kind for an attention kernel's dropout_p
 
 
 class Check:
@@ -108,7 +111,7 @@ class Check:
     def on_autograd_grad(self, outputs, results, site): pass
     def on_reshape(self, name, source_shape, result_shape): pass
     def on_log_prob(self, distribution, value, result, site): pass
-    def on_dropout(self, p, training_given): pass
+    def on_dropout(self, p, training_given, kind): pass
     def on_bernoulli(self, probability): pass
     def on_uniform_mask(self, site): pass
     def on_no_grad_block(self, frame, entering): pass

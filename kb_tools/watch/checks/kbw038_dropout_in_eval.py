@@ -1,7 +1,8 @@
 """KBW038: dropout still dropping units while the model runs in eval mode.
 
 Criterion: at least 2 times (on any step), a functional dropout (F.dropout and its 1d/2d/3d forms,
-which nn.Dropout also calls) ran with training=True and p > 0, or a 0/1 mask was drawn by hand with
+which nn.Dropout also calls) ran with training=True and p > 0, F.scaled_dot_product_attention ran
+with dropout_p > 0 (it has no training flag; torch's own callers pass 0 in eval mode), or a 0/1 mask was drawn by hand with
 one keep probability strictly between 0 and 1 (`x.new_empty(n).bernoulli_(1 - p)`,
 `torch.bernoulli(torch.full_like(x, keep))`, or uniform draws of at least two values that the same
 line of the user's code thresholds: `(torch.rand(x.shape) > p).float()`, `(torch.rand(n) + keep).floor()`;
@@ -26,7 +27,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from kb_tools.watch.checks import Check, names, plural
+from kb_tools.watch.checks import ATTENTION_DROPOUT, Check, names, plural
 from kb_tools.watch.checks.tensors import first_tensor, fingerprint
 
 MC_CALLS = 5  # consecutive calls on one input that make a run of Monte Carlo sampling (T is 5 to 100 in practice)
@@ -46,13 +47,13 @@ def single_keep_probability(probability) -> float | None:
 
 class _Tally:
     """Dropout calls made while a model ran in eval mode, for one call of it or for the whole run."""
-    __slots__ = ("calls", "module_calls", "steps", "stale", "model", "p")
+    __slots__ = ("calls", "module_calls", "steps", "stale", "model", "p", "kind")
 
     def __init__(self):
         self.calls = self.module_calls = 0
         self.steps: set = set()
         self.stale: list = []
-        self.model = self.p = None
+        self.model = self.p = self.kind = None
 
     def add(self, other) -> None:
         self.calls += other.calls
@@ -61,6 +62,7 @@ class _Tally:
         self.stale = self.stale or other.stale
         self.model = self.model or other.model
         self.p = self.p if self.p is not None else other.p
+        self.kind = self.kind or other.kind
 
 
 class DropoutInEval(Check):
@@ -113,10 +115,11 @@ class DropoutInEval(Check):
             self.total.add(self.pending)
         self.pending, self.repeating = _Tally(), False
 
-    def on_dropout(self, p, training_given=True):
+    def on_dropout(self, p, training_given=True, kind="F.dropout"):
         if self.current is None:
             return
         t = self.pending
+        t.kind = t.kind or kind
         t.calls += 1
         if self.training_dropouts is None:
             module = self.current.module
@@ -155,12 +158,18 @@ class DropoutInEval(Check):
         name = tally.model.cls if tally.model is not None else "the model"
         steps = tally.steps
         rate = f"p={tally.p:g}" if tally.p is not None else "a mask thresholded from uniform draws"
+        if tally.kind == ATTENTION_DROPOUT:
+            cause = f"{ATTENTION_DROPOUT} was given dropout_p={tally.p:g}, and the kernel has no training flag"
+            fix = "; pass dropout_p=p if self.training else 0.0"
+        else:
+            cause = ("a functional dropout without training=self.training (or an nn.Dropout built in forward, or a "
+                     "mask drawn in forward without `if self.training`) ignores model.eval()")
+            fix = ""
         message = (f"dropout ({rate}) dropped units {plural(tally.calls, 'time')} on {plural(len(steps), 'step')} "
-                   f"while {name} was in eval mode ({'created at ' + where if where else 'a watched model'}): a "
-                   f"functional dropout without training=self.training (or an nn.Dropout built in forward, or a "
-                   f"mask drawn in forward without `if self.training`) ignores "
-                   f"model.eval(), so evaluation outputs are random")
-        evidence = {"dropout_calls_in_eval": tally.calls, "steps": sorted(steps)[:20], "p": tally.p, "model": name}
+                   f"while {name} was in eval mode ({'created at ' + where if where else 'a watched model'}): "
+                   f"{cause}, so evaluation outputs are random{fix}")
+        evidence = {"dropout_calls_in_eval": tally.calls, "steps": sorted(steps)[:20], "p": tally.p, "model": name,
+                    "kind": tally.kind}
         if tally.module_calls * 2 > tally.calls:
             message = (f"dropout ({rate}) dropped units {plural(tally.calls, 'time')} on "
                        f"{plural(len(steps), 'step')} while {name} was in eval mode "

@@ -4,9 +4,11 @@ evaluation runs, often long after the first steps).
 
 Criterion: on sampled steps, while a watched model's call runs in training mode, a functional
 dropout (F.dropout and its 1d/2d/3d forms) drops units (p > 0) with its `training` argument left
-out, so it takes the default True; or a 0/1 mask is drawn by hand with one keep probability strictly
-between 0 and 1 (`x.new_empty(n).bernoulli_(1 - p)`, `torch.bernoulli(torch.full_like(x, keep))`), or
-from at least two uniform draws that the same line thresholds (`(torch.rand(x.shape) > p).float()`).
+out, so it takes the default True; or F.scaled_dot_product_attention is given a dropout_p > 0 (the
+kernel has no training flag: the caller must pass 0 in eval mode); or a 0/1 mask is drawn by hand
+with one keep probability strictly between 0 and 1 (`x.new_empty(n).bernoulli_(1 - p)`,
+`torch.bernoulli(torch.full_like(x, keep))`), or from at least two uniform draws that the same line
+thresholds (`(torch.rand(x.shape) > p).float()`).
 Counted only when the call comes from the user's code (torch's own functions pass their flag) and no
 frame on its path, from the calling line up to the model's own forward, names anything that could
 gate it on the mode: a name or a string holding "train", "eval", "infer", "determin",
@@ -19,7 +21,7 @@ from __future__ import annotations
 import sys
 import types
 
-from kb_tools.watch.checks import Check, plural
+from kb_tools.watch.checks import ATTENTION_DROPOUT, Check, plural
 from kb_tools.watch.checks.kbw038_dropout_in_eval import single_keep_probability
 from kb_tools.watch.sites import library_file, show_path
 
@@ -66,9 +68,9 @@ class DropoutIgnoresModelMode(Check):
         if self.current is model:
             self.current = None
 
-    def on_dropout(self, p, training_given=True):
+    def on_dropout(self, p, training_given=True, kind="F.dropout"):
         if self.current is not None and not training_given:
-            self._seen(p, "F.dropout")
+            self._seen(p, kind)
 
     def on_bernoulli(self, probability):
         if self.current is not None:
@@ -137,6 +139,10 @@ class DropoutIgnoresModelMode(Check):
                 what = (f"F.dropout(p={p:g}) at {site}, inside {inside}, is called without a training argument, so it "
                         f"takes the default training=True")
                 fix = "pass training=self.training, or use an nn.Dropout module"
+            elif kind == ATTENTION_DROPOUT:
+                what = (f"F.scaled_dot_product_attention(dropout_p={p:g}) at {site}, inside {inside}, is given its "
+                        f"dropout on every call; the kernel has no training flag of its own")
+                fix = "pass dropout_p=p if self.training else 0.0"
             else:
                 drawn = f"probability {p:.3g} per element" if p is not None else "uniform draws thresholded"
                 what = (f"a 0/1 mask drawn by hand ({drawn}) at {site}, inside {inside}, is drawn on every call")
@@ -145,7 +151,7 @@ class DropoutIgnoresModelMode(Check):
                        f"{plural(steps, 'sampled training step')} and will run the same after model.eval(), so "
                        f"evaluation outputs will be random; {fix}")
             rate = None if p is None else round(p, 4)
-            evidence = {"call": site, "kind": kind, "p" if kind == "F.dropout" else "probability": rate,
+            evidence = {"call": site, "kind": kind, "probability" if kind == "a hand-drawn mask" else "p": rate,
                         "model": model.cls, "sampled_steps": steps, "first_step": first}
             out.append(self.finding(message, where=site, step=first, evidence=evidence))
         return out
