@@ -73,6 +73,7 @@ SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
 LOG_FUNCTIONS = ("log", "log1p", "log_softmax", "logsumexp")
 RESHAPE_METHODS = ("view", "reshape")
 COPY_FUNCTIONS = ("tensor", "as_tensor")
+INDEX_FUNCTIONS = ("argmax", "argmin")  # torch functions and Tensor methods: indices, no gradient
 COPY_SCAN = 64  # items of a copy's nested list or tuple searched for a tensor that requires grad
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
                   "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "ctc_loss")
@@ -401,6 +402,22 @@ def _copy_wrapper(name: str, original):
     return wrapper
 
 
+def _index_wrapper(name: str, original):
+    """torch.argmax / argmin and the Tensor methods: on a sampled step with grad enabled, indices taken
+    from a tensor with a graph reach the checks as a copy without gradient (a loss term built from
+    them trains nothing); otherwise one attribute test per call."""
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        out = original(*args, **kwargs)
+        s = _active
+        if s is not None and s.sampled and not s.stopped and torch.is_grad_enabled():
+            source = args[0] if args else kwargs.get("input")
+            if isinstance(source, torch.Tensor) and source.grad_fn is not None and not caller_is_torch(depth=2):
+                _guard(s, name, s.dispatch, "on_tensor_copy", name, [source], out, user_site(depth=2))
+        return out
+    return wrapper
+
+
 def _loss_wrapper(kind: str, original):
     parameters = inspect.signature(original).parameters
     names = list(parameters)
@@ -538,6 +555,9 @@ class Instrumentation:
         if any(overridden(check, "on_tensor_copy") for check in session.checks):
             for name in COPY_FUNCTIONS:
                 self._patch(torch, name, _copy_wrapper(name, getattr(torch, name)))
+            for name in INDEX_FUNCTIONS:
+                self._patch(torch, name, _index_wrapper(name, getattr(torch, name)))
+                self._patch(torch.Tensor, name, _index_wrapper(name, getattr(torch.Tensor, name)))
         self._patch(torch.autograd, "backward", _backward_wrapper(torch.autograd.backward))
         self._patch(torch.autograd, "grad", _autograd_grad_wrapper(torch.autograd.grad))
         self._patch(torch.nn.Module, "__init__", _site_recorder(torch.nn.Module.__init__, "module"))

@@ -67,8 +67,9 @@ EVENTS = {
     "on_checkpoint": "sampled: a reentrant torch.utils.checkpoint call, grad enabled, no input requiring grad "
                      "(function, site)",
     "on_tensor_copy": "sampled: torch.tensor or torch.as_tensor, grad enabled, copied data holding tensors that "
-                      "require grad (name, those tensors, the copy, site); the functions are wrapped only when a check "
-                      "has it",
+                      "require grad, or torch.argmax / argmin (function or method) took indices from a tensor with "
+                      "a graph (name, those tensors, the copy or the indices, site); the functions are wrapped only "
+                      "when a check has it",
     "on_state_dict_loaded": "every call: Module.load_state_dict returned (module, strict, its missing/unexpected "
                             "keys report, site)",
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",

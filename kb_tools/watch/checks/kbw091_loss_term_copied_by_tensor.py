@@ -136,6 +136,7 @@ class LossTermCopiedByTensor(Check):
     entry = "loss-detached-from-graph"
     title = "a loss term computed with gradients is copied by torch.tensor() and added to the loss: it trains nothing"
     confidence = 0.85
+    functions = ("tensor", "as_tensor")  # the on_tensor_copy calls this check follows
 
     def __init__(self, session):
         super().__init__(session)
@@ -156,6 +157,8 @@ class LossTermCopiedByTensor(Check):
             self.forward_mark = self.session.backward_calls
 
     def on_tensor_copy(self, name, sources, copy, site):
+        if name not in self.functions:
+            return
         if self.forward_mark != self.session.backward_calls:
             return  # no forward with grad since the last backward(): a value logged after it, not a term of the next
         graphs = [t.grad_fn for t in sources if t.grad_fn is not None]
@@ -194,9 +197,13 @@ class LossTermCopiedByTensor(Check):
         pending = {token: copies[token] for token in added if token in copies}
         if not pending:
             return
-        for token in pending.keys() - self._reached(tensors, set(pending)):
+        for token in self._untrained(tensors, pending):
             name, site, n, shapes = pending[token]
             self.now.setdefault(site, (name, n, shapes, joins.get(token)))
+
+    def _untrained(self, tensors, pending: dict) -> set:
+        """The copies added to the loss whose values no other path of the graph trains."""
+        return pending.keys() - self._reached(tensors, set(pending))
 
     def _reached(self, tensors, tokens: set) -> set:
         """The copy tokens some of whose marked nodes the graph behind `tensors` holds (the walk ends once
