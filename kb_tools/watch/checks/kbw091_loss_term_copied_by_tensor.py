@@ -264,6 +264,12 @@ class LossTermCopiedByTensor(Check):
     def findings(self) -> list:
         if self.steps < MIN_STEPS:
             return []
+        message, evidence = self._describe()
+        where = next(iter(self.sites), None)
+        return [self.finding(message, evidence=evidence, step=self.first_step, where=where)]
+
+    def _describe(self) -> tuple[str, dict]:
+        """The finding's message and evidence, from the sites recorded."""
         listed = "; ".join(f"torch.{name}() at {site} copied {plural(n, 'tensor')} that require grad"
                            + (f", added to the loss at {where}" if where else "")
                            + f" ({plural(k, 'sampled step')})"
@@ -276,5 +282,4 @@ class LossTermCopiedByTensor(Check):
                     "copies": [{"function": f"torch.{name}", "site": site, "tensors_requiring_grad": n,
                                 "shapes": shapes, "added_at": where, "sampled_steps": k}
                                for site, (name, n, shapes, where, k) in self.sites.items()]}
-        where = next(iter(self.sites), None)
-        return [self.finding(message, evidence=evidence, step=self.first_step, where=where)]
+        return message, evidence

@@ -16,7 +16,7 @@ target (pseudo-labels) shape another term's gradient and are passed over, as are
 from __future__ import annotations
 
 from kb_tools.watch.checks import plural
-from kb_tools.watch.checks.kbw091_loss_term_copied_by_tensor import MIN_STEPS, LossTermCopiedByTensor
+from kb_tools.watch.checks.kbw091_loss_term_copied_by_tensor import LossTermCopiedByTensor
 
 
 class LossTermFromArgmax(LossTermCopiedByTensor):
@@ -32,9 +32,7 @@ class LossTermFromArgmax(LossTermCopiedByTensor):
         """Every term made from indices: they have no gradient whatever else the graph trains."""
         return set(pending)
 
-    def findings(self) -> list:
-        if self.steps < MIN_STEPS:
-            return []
+    def _describe(self) -> tuple[str, dict]:
         listed = "; ".join(f"{name}() at {site}" + (f", added to the loss at {where}" if where else "")
                            + f" ({plural(k, 'sampled step')})"
                            for site, (name, _, _, where, k) in self.sites.items())
@@ -46,6 +44,5 @@ class LossTermFromArgmax(LossTermCopiedByTensor):
                     "indices": [{"function": f"torch.{name}", "site": site, "shapes": shapes, "added_at": where,
                                  "sampled_steps": k}
                                 for site, (name, _, shapes, where, k) in self.sites.items()]}
-        where = next(iter(self.sites), None)
-        return [self.finding(message, evidence=evidence, step=self.first_step, where=where)]
+        return message, evidence
 
