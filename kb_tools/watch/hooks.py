@@ -73,7 +73,7 @@ SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
 LOG_FUNCTIONS = ("log", "log1p", "log_softmax", "logsumexp")
 RESHAPE_METHODS = ("view", "reshape")
 COPY_FUNCTIONS = ("tensor", "as_tensor")
-INDEX_FUNCTIONS = ("argmax", "argmin")  # torch functions and Tensor methods: indices, no gradient
+INDEX_FUNCTIONS = ("argmax", "argmin", "max", "min")  # torch functions and Tensor methods: indices, no gradient
 COPY_SCAN = 64  # items of a copy's nested list or tuple searched for a tensor that requires grad
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
                   "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "ctc_loss")
@@ -403,17 +403,20 @@ def _copy_wrapper(name: str, original):
 
 
 def _index_wrapper(name: str, original):
-    """torch.argmax / argmin and the Tensor methods: on a sampled step with grad enabled, indices taken
-    from a tensor with a graph reach the checks as a copy without gradient (a loss term built from
-    them trains nothing); otherwise one attribute test per call."""
+    """torch.argmax / argmin, torch.max / min along a dim (their `indices`), and the Tensor methods: on
+    a sampled step with grad enabled, indices taken from a tensor with a graph reach the checks as a
+    copy without gradient (a loss term built from them trains nothing); otherwise one attribute test
+    per call."""
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
         out = original(*args, **kwargs)
         s = _active
         if s is not None and s.sampled and not s.stopped and torch.is_grad_enabled():
             source = args[0] if args else kwargs.get("input")
-            if isinstance(source, torch.Tensor) and source.grad_fn is not None and not caller_is_torch(depth=2):
-                _guard(s, name, s.dispatch, "on_tensor_copy", name, [source], out, user_site(depth=2))
+            indices = getattr(out, "indices", out) if name in ("max", "min") else out
+            if isinstance(source, torch.Tensor) and source.grad_fn is not None and isinstance(indices, torch.Tensor) \
+                    and indices.dtype == torch.int64 and not caller_is_torch(depth=2):
+                _guard(s, name, s.dispatch, "on_tensor_copy", name, [source], indices, user_site(depth=2))
         return out
     return wrapper
 

@@ -15,8 +15,8 @@ square, an abs or a loss function (a target, `(q - torch.tensor(target)) ** 2`) 
 gradient: both are passed over. A copy of values that need no grad (numbers, numpy arrays, .item(),
 .detach()) copies no graph and is not looked at, nor is torch.Tensor(list). From a copy to that
 backward() the tensors made from the copy are followed by a torch function mode (sampled steps only,
-and only while no other function mode is active; it is taken off at the next backward() or optimizer
-step, sampled or not).
+and only while no other function mode than another check's trace is active; it is taken off at the next
+backward() or optimizer step, sampled or not).
 """
 from __future__ import annotations
 
@@ -114,6 +114,13 @@ class CopyTrace(TorchFunctionMode):
                 self.mark(o, tokens, added)
 
 
+def _only_traces_active() -> bool:
+    """Is every torch function mode now active a CopyTrace (another check's, which _remove takes off
+    wherever it sits), so that one more can go on top?"""
+    return all(isinstance(torch._C._get_function_stack_at(i), CopyTrace)
+               for i in range(torch._C._len_torch_function_stack()))
+
+
 def _remove(mode) -> bool:
     """Take `mode` off this thread's torch function mode stack, wherever it is, leaving the others in
     their order; False when it is not there (torch takes a mode off while its own handler runs)."""
@@ -136,7 +143,7 @@ class LossTermCopiedByTensor(Check):
     entry = "loss-detached-from-graph"
     title = "a loss term computed with gradients is copied by torch.tensor() and added to the loss: it trains nothing"
     confidence = 0.85
-    functions = ("tensor", "as_tensor")  # the on_tensor_copy calls this check follows
+    functions: tuple[str, ...] = ("tensor", "as_tensor")  # the on_tensor_copy calls this check follows
 
     def __init__(self, session):
         super().__init__(session)
@@ -167,7 +174,7 @@ class LossTermCopiedByTensor(Check):
             return
         self._tidy()
         if self.trace is None:
-            if torch._C._len_torch_function_stack() != 0:
+            if not _only_traces_active():
                 return  # another mode is active: one pushed now could be popped by that mode's exit
             self.trace = CopyTrace()
             torch._C._push_on_torch_function_stack(self.trace)
