@@ -2,13 +2,16 @@
 for each optimizer, the backward() calls since its last step(), with what each one was handed.
 
 Not a check itself (the registry takes only kbw* modules): a check subclasses MicroBatchWindows,
-says what it reads from each backward() root (`reading`) and judges each finished window
-(`window_ended`).
+says what it reads from each backward() root (`reading`), judges each finished window
+(`window_ended`, which tallies it with `count`) and reports the optimizers whose tally holds
+(`reported`).
 """
 from __future__ import annotations
 
 from kb_tools.watch.checks import Check
 from kb_tools.watch.sites import user_site
+
+REDUCTION_MEAN = 1   # torch's Reduction::Mean, as loss nodes save it (_saved_reduction)
 
 
 def new_batch(before: tuple, now: tuple) -> bool:
@@ -49,6 +52,7 @@ class MicroBatchWindows(Check):
         self.batches = 0          # DataLoader batches yielded so far, and the loader of the last one
         self.loader = None
         self.forwards = 0         # grad-enabled calls of a watched model so far
+        self.tally: dict = {}     # id(optimizer) -> [hits, windows judged, first hit's step, largest value, its line]
 
     def reading(self, root):
         """What this check reads from a backward() root (an autograd node, or None)."""
@@ -57,6 +61,25 @@ class MicroBatchWindows(Check):
     def window_ended(self, optimizer, window: Window) -> None:
         """Judge a window of two or more backward() calls, at its optimizer's step()."""
         raise NotImplementedError
+
+    def count(self, optimizer, window: Window, hit: bool, value) -> None:
+        """Tally one judged window of `optimizer`: a hit keeps the first step and line, and the largest
+        value the check measured (micro-batches, a spread)."""
+        t = self.tally.setdefault(id(optimizer), [0, 0, None, 0, None])
+        t[1] += 1
+        if hit:
+            t[0] += 1
+            if t[2] is None:
+                t[2], t[4] = self.session.step, next(iter(window.sites))
+            t[3] = max(t[3], value)
+
+    def reported(self, min_windows: int, min_share: float):
+        """(hits, windows judged, first step, largest value, line, optimizer's creation site) of each
+        optimizer with at least `min_windows` hits, at least `min_share` of its judged windows."""
+        for key, (hits, windows, step, value, line) in self.tally.items():
+            if hits >= min_windows and hits >= min_share * windows:
+                info = self.session.optimizers.get(key)
+                yield hits, windows, step, value, line, info.site if info is not None else None
 
     def on_any_batch(self, loader, batch, serial):
         self.batches += 1

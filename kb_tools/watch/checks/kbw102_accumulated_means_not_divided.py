@@ -22,13 +22,12 @@ from __future__ import annotations
 import math
 
 from kb_tools.watch.checks import created_at, plural
-from kb_tools.watch.checks.accumulation import MicroBatchWindows
+from kb_tools.watch.checks.accumulation import REDUCTION_MEAN, MicroBatchWindows
 from kb_tools.watch.checks.tensors import constant_factor, skip_view_nodes
 
 MIN_WINDOWS = 3
 MIN_SHARE = 0.8
 MEAN_NODES = ("MeanBackward0", "MeanBackward1")
-REDUCTION_MEAN = 1   # torch's Reduction::Mean, as loss nodes save it
 
 
 def undivided_mean(node) -> bool:
@@ -64,29 +63,15 @@ class AccumulatedMeansNotDivided(MicroBatchWindows):
     title = "gradient accumulation adds up micro-batch mean losses never divided by the number of micro-batches"
     confidence = 0.8
 
-    def __init__(self, session):
-        super().__init__(session)
-        self.tally: dict = {}     # id(optimizer) -> [hits, windows of 2+ calls, first step, largest N, line]
-
     def reading(self, root):
         return root is not None and undivided_mean(root)
 
     def window_ended(self, optimizer, w):
-        t = self.tally.setdefault(id(optimizer), [0, 0, None, 0, None])
-        t[1] += 1
-        if all(w.readings) and w.micro_batches:
-            t[0] += 1
-            if t[2] is None:
-                t[2], t[4] = self.session.step, next(iter(w.sites))
-            t[3] = max(t[3], len(w.readings))
+        self.count(optimizer, w, all(w.readings) and w.micro_batches, len(w.readings))
 
     def findings(self) -> list:
         out = []
-        for key, (hits, windows, step, calls, line) in self.tally.items():
-            if hits < MIN_WINDOWS or hits < MIN_SHARE * windows:
-                continue
-            info = self.session.optimizers.get(key)
-            site = info.site if info is not None else None
+        for hits, windows, step, calls, line, site in self.reported(MIN_WINDOWS, MIN_SHARE):
             message = (f"on {hits} of {plural(windows, 'sampled step')} with several backward() calls, step() summed "
                        f"up to {calls} micro-batch losses from backward() at {line}, each a mean never divided by the "
                        f"number of micro-batches ({created_at('optimizer', site)}): step() "

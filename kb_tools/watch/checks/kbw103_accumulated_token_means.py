@@ -14,7 +14,7 @@ windows count and they are at least MIN_SHARE of the windows of this shape.
 from __future__ import annotations
 
 from kb_tools.watch.checks import created_at, plural
-from kb_tools.watch.checks.accumulation import MicroBatchWindows
+from kb_tools.watch.checks.accumulation import REDUCTION_MEAN, MicroBatchWindows
 from kb_tools.watch.checks.tensors import constant_factor
 
 MIN_WINDOWS = 3
@@ -22,7 +22,6 @@ MIN_SHARE = 0.5
 MIN_SPREAD = 1.25
 MIN_TOKENS = 1
 LOSS_NODES = ("NllLossBackward0", "NllLoss2DBackward0")
-REDUCTION_MEAN = 1
 
 
 def divided_token_mean(node) -> float | None:
@@ -51,7 +50,6 @@ class AccumulatedTokenMeans(MicroBatchWindows):
     def __init__(self, session):
         super().__init__(session)
         self.tokens = None        # non-ignored targets of the latest sampled cross_entropy / nll_loss call
-        self.tally: dict = {}     # id(optimizer) -> [hits, windows of the shape, first step, spread, line]
 
     def on_loss(self, call):
         y = call.target
@@ -71,23 +69,13 @@ class AccumulatedTokenMeans(MicroBatchWindows):
         calls = len(w.readings)
         if abs(w.readings[0][0] - calls) > 0.01 * calls:
             return
-        t = self.tally.setdefault(id(optimizer), [0, 0, None, 0.0, None])
-        t[1] += 1
         counts = [tokens for _, tokens in w.readings]
         spread = max(counts) / min(counts)
-        if spread >= MIN_SPREAD:
-            t[0] += 1
-            if t[2] is None:
-                t[2], t[4] = self.session.step, next(iter(w.sites))
-            t[3] = max(t[3], spread)
+        self.count(optimizer, w, spread >= MIN_SPREAD, spread)
 
     def findings(self) -> list:
         out = []
-        for key, (hits, windows, step, spread, line) in self.tally.items():
-            if hits < MIN_WINDOWS or hits < MIN_SHARE * windows:
-                continue
-            info = self.session.optimizers.get(key)
-            site = info.site if info is not None else None
+        for hits, windows, step, spread, line, site in self.reported(MIN_WINDOWS, MIN_SHARE):
             message = (f"on {hits} of {plural(windows, 'sampled step')} with accumulation, backward() at {line} took "
                        f"each micro-batch's token mean divided by the number of micro-batches while their token "
                        f"counts differed up to {spread:.1f}x ({created_at('optimizer', site)}): a mean of means, so "
