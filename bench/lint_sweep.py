@@ -1,7 +1,7 @@
 """Run `kb lint` over every Python file of many repositories: does it ever crash, and how slow is the
 slowest file?
 
-    python bench/lint_sweep.py CLONES [--per-repo N]
+    python bench/lint_sweep.py CLONES [--per-repo N] [--findings FILE]
 
 CLONES is a folder of git clones or bare mirrors (the one `scripts/restore_corpus.py` reads), each
 `owner+name/` holding a repository (or a `repo/` inside it). Each repository's `.py` files at HEAD
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -49,9 +50,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("clones", help="folder of clones named owner+name")
     parser.add_argument("--per-repo", type=int, default=400, metavar="N", help="files per repository (default 400)")
+    parser.add_argument("--findings", metavar="FILE", help="also write every finding to FILE, one JSON object a line")
     args = parser.parse_args(argv)
     if not os.path.isdir(args.clones):
         parser.error(f"{args.clones}: no such folder")
+    found = []
     files = unparsable = crashes = findings = lines = 0
     slowest = (0.0, "", 0, "")
     repositories = _repositories(args.clones)
@@ -69,7 +72,9 @@ def main(argv=None) -> int:
             lines += text.count("\n")
             start = time.perf_counter()
             try:
-                findings += len(lint_source(text, path))
+                these = lint_source(text, path)
+                findings += len(these)
+                found += [{"repo": name, "path": path, "line": f.line, "code": f.code} for f in these]
             except SyntaxError:
                 unparsable += 1
             except Exception as exc:   # the point of the sweep: any other exception is a crash
@@ -89,6 +94,11 @@ def main(argv=None) -> int:
         parse = time.perf_counter() - start
         print(f"slowest: {slowest[1]} ({slowest[2]:,} lines) {slowest[0] * 1000:.0f} ms, "
               f"ast.parse alone {parse * 1000:.0f} ms ({slowest[0] / max(parse, 1e-9):.1f}x)")
+    if args.findings:
+        temporary = args.findings + ".part"
+        with open(temporary, "w") as out:
+            out.writelines(json.dumps(f) + "\n" for f in found)
+        os.replace(temporary, args.findings)
     return 1 if crashes else 0
 
 

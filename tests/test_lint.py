@@ -325,3 +325,27 @@ def test_files_given_together_are_followed_into_each_other(capsys, tmp_path):
     (tmp_path / "engine.py").write_text(ENGINE.replace("    for x, y in loader:\n", "    model.train()\n    for x, y in loader:\n", 1))
     code, out, _ = run(capsys, "lint", str(tmp_path))
     assert "KBL007" not in out
+
+
+def test_the_sweep_writes_each_finding_of_a_clone_as_a_json_line(tmp_path):
+    """bench/lint_sweep.py --findings: one JSON object per finding (repository, path, line, code), the
+    file written whole, so two versions of the lint can be compared finding by finding."""
+    import importlib.util
+    import subprocess
+    repo = tmp_path / "clones" / "someone+trainer"
+    repo.mkdir(parents=True)
+    (repo / "train.py").write_text(
+        "import torch\n"
+        "loss = torch.nn.functional.cross_entropy(torch.softmax(model(x), dim=1), y)\n")
+    (repo / "clean.py").write_text("x = 1\n")
+    for command in (["init", "-q"], ["add", "."], ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(repo), *command], check=True)
+    spec = importlib.util.spec_from_file_location(
+        "lint_sweep", os.path.join(os.path.dirname(os.path.dirname(__file__)), "bench", "lint_sweep.py"))
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    out = tmp_path / "findings.jsonl"
+    assert sweep.main([str(tmp_path / "clones"), "--findings", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows == [{"repo": "someone+trainer", "path": "train.py", "line": 2, "code": "KBL001"}]
+    assert not (tmp_path / "findings.jsonl.part").exists()
