@@ -4,7 +4,12 @@ assigned to the same name, or `resize_token_embeddings()` or `add_adapter()` cal
 optimizer's parameters are followed through `filter()`, `list()`, comprehensions and param-group
 dicts (`AdamW(groups)` over `model.named_parameters()`). Also a loss class of the file (named ...Loss
 or ...Criterion) that owns weights (an `nn.Parameter`, a classifier layer) in a file whose every
-optimizer is visibly built on other models' parameters and where nothing asks for the loss's own.
+optimizer is visibly built on other models' parameters and where nothing asks for the loss's own. And,
+in such a file, a freshly built module with weights (a linear, convolution, embedding or recurrent
+layer, or a class of the file that gives itself weights: an ArcFace margin head, a projection) that
+the training step calls on what a trained model returned, where backward() runs, outside no_grad, and
+that is never used any other way:
+not handed to a function or a container, not attached to a model, not loaded, frozen or put in eval mode.
 
 Why it hurts training: the optimizer holds the parameter list it was given; the new head's
 parameters are not in it, so they get gradients but never change, and the model learns nothing
@@ -20,11 +25,13 @@ Use instead:
 """
 import ast
 
-from kb_tools.lint.analysis import dotted, method_call, torch_loss
+from kb_tools.lint.analysis import dotted, method_call, torch_loss, unchain, within
 
 CODE, NAME, ENTRY = "KBL008", "optimizer-before-new-head", "params-not-in-optimizer"
 MESSAGE = "{what}"
 AFTER = "{how} {model} after its optimizer was built: the new parameters are not in the optimizer and never train"
+UNUSED_WEIGHTS = ("{holder} ({cls}) has weights of its own and is called in the training step, but no optimizer "
+                  "is given its parameters(): they get gradients and never change, so it stays as initialised")
 LOSS_WEIGHTS = ("the loss module {model} has its own weights ({weights}) but no optimizer is given its parameters: "
                 "they get gradients and never change")
 
@@ -96,8 +103,123 @@ def _loss_weights_never_given(a, emit):
             emit(built[0], CODE, what=LOSS_WEIGHTS.format(model=cls.name, weights=", ".join(weights[:3])))
 
 
+WEIGHTED_LAYERS = ("Linear", "Bilinear", "LazyLinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+                   "ConvTranspose2d", "ConvTranspose3d", "Embedding", "EmbeddingBag", "LSTM", "GRU", "RNN",
+                   "LSTMCell", "GRUCell", "RNNCell", "MultiheadAttention", "Transformer", "TransformerEncoder",
+                   "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU")
+HARMLESS_USES = {"to", "cuda", "cpu", "train", "float", "double", "half", "bfloat16", "forward"}
+NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.enable_grad"}
+
+
+def _weighted_module(a, call, classes: dict) -> str | None:
+    """The class name when `call` builds a fresh module with learnable weights: a torch.nn layer of
+    WEIGHTED_LAYERS, an nn.Sequential holding one, or a class of this file whose __init__ gives itself
+    weights; None for anything else (a pretrained constructor is not a call of these)."""
+    name = a.imp.canon(call.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    if name.startswith("torch.nn.") and last in WEIGHTED_LAYERS:
+        return last
+    if name == "torch.nn.Sequential" and any(isinstance(x, ast.Call) and _weighted_module(a, x, classes)
+                                            for x in call.args):
+        return last
+    cls = classes.get(call.func.id) if isinstance(call.func, ast.Name) else None
+    if cls is not None and any((a.imp.canon(b) or dotted(b) or "").endswith("Module") for b in cls.bases) \
+            and _own_weights(a, cls):
+        return cls.name
+    return None
+
+
+def _mentions(a, holders: set) -> dict:
+    """{holder: [(node, parent)]}: every Name or Attribute of the file that spells one of `holders`."""
+    out = {h: [] for h in holders}
+    for parent in ast.walk(a.tree):
+        for node in ast.iter_child_nodes(parent):
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                name = dotted(node)
+                if name in out:
+                    out[name].append((node, parent))
+    return out
+
+
+def _only_called(mentions: list, assign, parents: dict) -> list:
+    """The calls of a module (`head(x)`, `head.forward(x)`) when every other mention of its name is the
+    assignment that built it or a harmless method call (`.to()`, `.train()`); [] when it is used any other
+    way: passed on, stored, attached to a model, loaded, frozen, put in eval mode, its weights read."""
+    calls = []
+    for node, up in mentions:
+        if up is assign and node in assign.targets:
+            continue
+        if isinstance(up, ast.Call) and up.func is node:
+            calls.append(up)
+        elif isinstance(up, ast.Attribute) and up.attr in HARMLESS_USES and isinstance(parents.get(id(up)), ast.Call) \
+                and parents[id(up)].func is up:
+            if up.attr == "forward":
+                calls.append(parents[id(up)])
+        else:
+            return []
+    return calls
+
+
+def _fed_by_trained(a, call, owners: set) -> bool:
+    """Whether the module call takes what a trained model returned: `head(model(x))`, or a name assigned
+    from it (`feature = model(x); metric_fc(feature, y)`). A fixed random layer in front of the trained
+    model (a random projection of the input) is a choice, not this mistake."""
+    for arg in list(call.args) + [k.value for k in call.keywords]:
+        value = a.value_at(arg.id, call) if isinstance(arg, ast.Name) else arg
+        value = unchain(value) if isinstance(value, ast.Call) else value
+        while isinstance(value, ast.Subscript):   # `model(x)[0]`
+            value = value.value
+        if isinstance(value, ast.Call) and (dotted(value.func) in owners or
+                                            method_call(value, "forward") in owners):
+            return True
+    return False
+
+
+def _under_no_grad(a, node) -> bool:
+    blocks = [w for w in a.index.of(ast.With) if any(isinstance(i.context_expr, ast.Call) and
+              (a.imp.canon(i.context_expr.func) or "") in NO_GRAD for i in w.items)]
+    return any(within(w, node) for w in blocks)
+
+
+def _used_weights_never_given(a, emit):
+    """A fresh module with weights, only ever called, called where backward() runs and outside no_grad,
+    in a file whose every optimizer is visibly given other models' parameters and where nothing asks for
+    its parameters(): a head, margin layer or projection that trains nothing."""
+    optimizers = [c for c in a.index.calls if a.kind_of(c) == "optimizer"]
+    owners = [a.parameter_owners(c) for c in optimizers]
+    if not optimizers or not all(owners) or any(o == "self" for group in owners for o in group):
+        return
+    if any(method_call(c, "add_param_group") for c in a.index.calls):
+        return
+    asked = {method_call(c, "parameters", "named_parameters") for c in a.index.calls} - {None, ""}
+    asked_last = {x.rsplit(".", 1)[-1] for x in asked}
+    trained_models = {o for group in owners for o in group}
+    classes = {c.name: c for c in a.index.of(ast.ClassDef)}
+    backward = [c for c in a.index.calls if method_call(c, "backward") is not None]
+    built = []
+    for assign in a.index.of(ast.Assign):
+        value = unchain(assign.value)   # `nn.Linear(d, k).to(device)`
+        if len(assign.targets) != 1 or not isinstance(value, ast.Call):
+            continue
+        holder = dotted(assign.targets[0])
+        cls = _weighted_module(a, value, classes) if holder else None
+        if cls is not None and holder not in asked and holder.rsplit(".", 1)[-1] not in asked_last:
+            built.append((assign, holder, cls))
+    if not built:
+        return
+    mentions = _mentions(a, {holder for _, holder, _ in built})
+    wanted = {id(up) for found in mentions.values() for _, up in found if isinstance(up, ast.Attribute)}
+    parents = {id(child): up for up in ast.walk(a.tree) for child in ast.iter_child_nodes(up) if id(child) in wanted}
+    for assign, holder, cls in built:
+        trained = [c for c in _only_called(mentions[holder], assign, parents) if not _under_no_grad(a, c)
+                   and any(a.enclosing(b) is a.enclosing(c) for b in backward) and _fed_by_trained(a, c, trained_models)]
+        if trained:
+            emit(assign, CODE, what=UNUSED_WEIGHTS.format(holder=holder, cls=cls))
+
+
 def check(a, emit):
     _loss_weights_never_given(a, emit)
+    _used_weights_never_given(a, emit)
     optimizers = []
     for node in sorted(a.index.of(ast.Assign), key=lambda n: n.lineno):
         value = node.value

@@ -5,7 +5,13 @@ says epoch: `args.epochs`, `max_epochs`, `[int(0.6 * num_epochs)]`) whose `step(
 loop, where the optimizer steps on every pass. A loop over epochs that steps the optimizer once per pass
 (full-batch training) is left alone, and so is a size that also counts batches or steps
 (`T_max=epochs * len(loader)`). Also a schedule whose length divides the batches per epoch by the
-epochs (`num_training_steps=len(train_loader) // n_epochs`) where the total is their product.
+epochs (`num_training_steps=len(train_loader) // n_epochs`) where the total is their product. And a
+decay written with literal numbers (`StepLR(step_size=7, gamma=0.1)`, `MultiStepLR(milestones=[30, 60,
+90])`, `ExponentialLR(gamma=0.95)`) stepped in the batch loop, when those numbers take the learning rate
+to a thousandth of its start or below within the first 1,000 optimizer steps: sizes that
+count epochs, read as batches. And, wherever it is stepped, such a decay given a literal `gamma=0`, which
+sets the learning rate to exactly 0 at its first decay (a schedule meant to be switched off needs
+`gamma=1`).
 
 Why it hurts training: a scheduler moves one tick per `step()`. Sized in epochs and ticked per batch,
 it runs through its whole schedule in the first `size` batches: a StepLR meant to divide the learning
@@ -41,6 +47,14 @@ SIZED = {"StepLR": ("step_size", 1), "MultiStepLR": ("milestones", 1), "CosineAn
          "PolynomialLR": ("total_iters", 1), "LinearLR": ("total_iters", 3),
          "CosineAnnealingWarmRestarts": ("T_0", 1)}   # class -> (the size argument, its position)
 COUNTS_STEPS = ("step", "iter", "batch", "len")
+LITERAL_DECAYS = ("StepLR", "MultiStepLR", "ExponentialLR")
+ZERO_GAMMA = ("{cls}(..., gamma={gamma}) multiplies the learning rate by {gamma} at its first decay, so every step "
+              "after it updates nothing; to keep the learning rate constant use gamma=1 (or no scheduler)")
+DECAY_HORIZON = 1000   # optimizer steps: any run that is more than a smoke test lasts that long
+DECAY_FLOOR = 1e-3     # the learning rate as a share of its start, reached within DECAY_HORIZON steps
+FAST_DECAY = ("{cls}({args}) is stepped here on every batch: within the first {horizon:,} batches it multiplies "
+              "the learning rate by {factor:.0e}, so training goes flat early; numbers like these are set for "
+              "epochs, so step it once per epoch (or size it in batches)")
 
 
 def _epoch_size(a, expr) -> str | None:
@@ -68,20 +82,79 @@ def check(a, emit):
         built = a.scheduler_tick(call)
         if built is None:
             continue
-        cls = (a.imp.canon(built.func) or "").rsplit(".", 1)[-1]
-        if cls not in SIZED or not (a.imp.canon(built.func) or "").startswith("torch.optim.lr_scheduler."):
+        canon = a.imp.canon(built.func) or ""
+        cls = canon.rsplit(".", 1)[-1]
+        if cls not in SIZED and cls not in LITERAL_DECAYS or not canon.startswith("torch.optim.lr_scheduler."):
             continue
-        keyword_name, position = SIZED[cls]
-        size_expr = next((k.value for k in built.keywords if k.arg == keyword_name), None)
-        if size_expr is None and len(built.args) > position:
-            size_expr = built.args[position]
-        size = _epoch_size(a, size_expr) if size_expr is not None else None
-        if size is None:
+        size = None
+        if cls in SIZED:
+            size_expr = _argument(built, *SIZED[cls])
+            size = _epoch_size(a, size_expr) if size_expr is not None else None
+        factor = _literal_decay(built, cls) if size is None and cls in LITERAL_DECAYS else None
+        if size is None and (factor is None or factor > DECAY_FLOOR * (1 + 1e-9)):  # 0.1 ** 3 is 1.0000000000000002e-3
             continue
         loop = a.innermost_loop(call)
-        if loop is not None and not _epoch_loop(loop) and a.steps_in(loop, False):
+        if loop is None or _epoch_loop(loop) or not a.steps_in(loop, False):
+            continue
+        if size is not None:
             emit(call, CODE, what=PER_BATCH.format(cls=cls, size=size))
+        else:
+            written = ", ".join([ast.unparse(x) for x in built.args[1:]] + [ast.unparse(k) for k in built.keywords])
+            emit(call, CODE, what=FAST_DECAY.format(cls=cls, args=written, horizon=DECAY_HORIZON, factor=factor))
     _divided_by_epochs(a, emit)
+    _zero_gamma(a, emit)
+
+
+def _zero_gamma(a, emit):
+    """A StepLR, MultiStepLR or ExponentialLR built with a literal gamma of 0 (or below)."""
+    for built in a.index.calls:
+        canon = a.imp.canon(built.func) or ""
+        cls = canon.rsplit(".", 1)[-1]
+        if cls not in LITERAL_DECAYS or not canon.startswith("torch.optim.lr_scheduler."):
+            continue
+        gamma = _number(_argument(built, "gamma", 1 if cls == "ExponentialLR" else 2))
+        if gamma is not None and gamma <= 0:
+            emit(built, CODE, what=ZERO_GAMMA.format(cls=cls, gamma=gamma))
+
+
+def _number(node):
+    """The value of an int or float literal (a negative one too), or None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _number(node.operand)
+        return None if value is None else -value
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def _argument(built, name: str, position: int):
+    """A constructor's argument by keyword or position (the optimizer is position 0), or None."""
+    found = next((k.value for k in built.keywords if k.arg == name), None)
+    if found is None and len(built.args) > position:
+        found = built.args[position]
+    return found
+
+
+def _literal_decay(built, cls: str) -> float | None:
+    """The factor a StepLR, MultiStepLR or ExponentialLR written with literal numbers applies to the
+    learning rate over DECAY_HORIZON steps; None when a number is not a literal or there is no decay."""
+    default = None if cls == "ExponentialLR" else 0.1
+    gamma_node = _argument(built, "gamma", 1 if cls == "ExponentialLR" else 2)
+    gamma = default if gamma_node is None else _number(gamma_node)
+    if gamma is None or not 0 < gamma < 1:
+        return None
+    if cls == "ExponentialLR":
+        return gamma ** DECAY_HORIZON
+    if cls == "StepLR":
+        size = _number(_argument(built, "step_size", 1))
+        return gamma ** (DECAY_HORIZON // size) if isinstance(size, int) and size > 0 else None
+    milestones = _argument(built, "milestones", 1)
+    if not isinstance(milestones, (ast.List, ast.Tuple)) or not milestones.elts:
+        return None
+    values = [_number(m) for m in milestones.elts]
+    if any(not isinstance(v, int) for v in values):
+        return None
+    return gamma ** sum(1 for v in values if v <= DECAY_HORIZON)
 
 
 def _divided_by_epochs(a, emit):
