@@ -2,8 +2,10 @@
 
 Criterion: at one loss site, on at least 2 sampled calls of cross_entropy or nll_loss with
 integer (class-index) targets, every element of the non-empty target equals the loss's
-ignore_index (default -100). The mean reduction then returns NaN and the sum reduction 0, and
-in both cases every gradient the loss sends back is exactly zero: those batches train nothing.
+ignore_index (default -100); or on one such call whose mean came out NaN (an all-masked batch is
+then proven to reach the loss and to be what made it NaN, and later ones fall between samples).
+The mean reduction returns NaN and the sum reduction 0, and in both cases every gradient the loss
+sends back is exactly zero: those batches train nothing.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ class LabelsAllMasked(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.sites: dict = {}  # (kind, where, site) -> [calls, masked calls, first step, targets, ignore, last loss]
+        # (kind, where, site) -> [calls, masked calls, first step, targets, ignore, last loss, a masked call made NaN]
+        self.sites: dict = {}
 
     def on_loss(self, call):
         if call.kind not in ("cross_entropy", "nll_loss"):
@@ -38,7 +41,7 @@ class LabelsAllMasked(Check):
         key = (call.kind, loss_where(call), call.site)
         st = self.sites.get(key)
         if st is None:
-            st = self.sites[key] = [0, 0, None, 0, ignore, None]
+            st = self.sites[key] = [0, 0, None, 0, ignore, None, False]
         st[0] += 1
         if bool((y != ignore).any()):
             return
@@ -49,11 +52,12 @@ class LabelsAllMasked(Check):
         out = call.output
         if isinstance(out, torch.Tensor) and out.numel() == 1:
             st[5] = float(out.detach())
+            st[6] = st[6] or math.isnan(st[5])
 
     def findings(self) -> list:
         out = []
-        for (kind, where, site), (calls, masked, step, targets, ignore, last) in self.sites.items():
-            if masked < MIN_CALLS:
+        for (kind, where, site), (calls, masked, step, targets, ignore, last, made_nan) in self.sites.items():
+            if masked < MIN_CALLS and not (masked and made_nan):
                 continue
             value = "" if last is None else f"; the loss was {'nan' if math.isnan(last) else f'{last:.3g}'}"
             message = (f"{kind} got targets that were all ignore_index={ignore} on {masked} of "
