@@ -32,7 +32,6 @@ UNDETECTABLE = {
     "loss-on-prompt-tokens": "which positions are the prompt is a tokenizer and template fact; the loss sees ids",
     "tokenizer-padding-side": "the mistake shows in batched generation at inference, not in training",
     "weight-tying-broken": "whether two weights should be one tensor is a model design fact; untied weights are valid",
-    "ignore-index-mismatch": "which id marks padding is a tokenizer fact; a target equal to a pad id looks like a class",
     # loss and optimisation choices that are legitimate in other settings
     "accumulation-counted-twice": "the extra division is a constant factor on the loss, indistinguishable from a "
                                   "deliberate loss weight",

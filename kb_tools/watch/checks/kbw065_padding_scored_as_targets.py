@@ -11,7 +11,9 @@ most OTHERS_SHARE of the other aligned targets are p (a pad id is reserved: real
 ends in a run of a common value, such as a blank image background, has it elsewhere too); on at
 least MIN_CALLS sampled calls and on at least SHARE of the calls compared at that site. Targets set
 to ignore_index at the padding, a loss with ignore_index=p, or reduction="none" (the caller may mask
-it) stay silent.
+it) stay silent. The finding names ignore-index-mismatch when the same targets do hold ignore_index
+elsewhere (a prompt or a document boundary masked to -100): the code has a masking convention and the
+padding was given another value; otherwise padded-loss-reduction.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class PaddingScoredAsTargets(Check):
     code = "KBW065"
     name = "padding-scored-as-targets"
     entry = "padded-loss-reduction"
+    also = ("ignore-index-mismatch",)
     title = "the pad id of the input ids is the target at the padded positions and the loss does not ignore it"
     confidence = 0.85
 
@@ -40,6 +43,7 @@ class PaddingScoredAsTargets(Check):
         super().__init__(session)
         self.inputs: list = []   # [(step, rows, width, pad id, spans, module name)], at most MAX_INPUTS
         self.sites = SiteTally(MAX_SITES)  # details: (share, padded positions, pad id, embedding)
+        self.masking_sites: dict = {}        # loss site -> ignore_index, when its scored targets also hold it elsewhere
 
     def on_module_input(self, module, args):
         if not isinstance(module, torch.nn.Embedding) or not args:
@@ -74,20 +78,27 @@ class PaddingScoredAsTargets(Check):
                     best = (share, positions, pad, name)
         if best is not None:
             self.sites.count(call, step, best[0] >= SHARE, best)
+            if best[0] >= SHARE and call.site not in self.masking_sites and len(self.masking_sites) < MAX_SITES \
+                    and bool((y == ignore).any()):
+                self.masking_sites[call.site] = ignore
 
     def findings(self) -> list:
         out = []
         for kind, where, site, compared, scored, step, details in self.sites.confirmed(MIN_CALLS, SHARE):
             share, positions, pad, module = details
+            ignore = self.masking_sites.get(site)
+            convention = ("" if ignore is None else f"; the same targets mark other positions with ignore_index={ignore}, "
+                          f"so the padding was given the wrong value")
             message = (f"{kind} ({where}) scored the padding of the ids {module} received as targets: at step "
                        f"{step}, {share:.0%} of {positions} padded positions had the pad id {pad} as their target, "
-                       f"not ignored, on {scored} of {plural(compared, 'sampled call')}; the model learns to "
+                       f"not ignored, on {scored} of {plural(compared, 'sampled call')}{convention}; the model learns to "
                        f"predict padding and the mean is taken over padding too, so the loss on real tokens is "
                        f"diluted by the pad share; set the targets at padded positions to -100 (or pass "
                        f"ignore_index={pad})")
-            out.append(self.finding(message, where=site, step=step, evidence={
-                "compared_calls": compared, "scored_calls": scored, "pad_id": pad, "share": share,
-                "padded_positions": positions, "embedding": module}))
+            out.append(self.finding(message, where=site, step=step, entry=None if ignore is None else "ignore-index-mismatch",
+                                    evidence={"compared_calls": compared, "scored_calls": scored, "pad_id": pad,
+                                              "share": share, "padded_positions": positions, "embedding": module,
+                                              "ignore_index_elsewhere": ignore}))
         return out
 
 
