@@ -70,7 +70,8 @@ KEEPERS = {"mean", "sum", "to", "cuda", "float", "double", "squeeze", "view", "r
 
 def _listed(a, expr, losses) -> bool:
     """A name that holds a Python list of losses (`terms = []` then `terms.append(loss)`, or a list or
-    comprehension of loss-like items): torch.tensor(terms) copies their values. A list of class
+    comprehension of loss-like items, or of values computed by torch operations, such as per-layer
+    penalties `torch.mean(torch.abs(...))`): torch.tensor(terms) copies their values. A list of class
     weights or constants is not one."""
     if not isinstance(expr, ast.Name):
         return False
@@ -81,7 +82,18 @@ def _listed(a, expr, losses) -> bool:
         [v.elt for v in seen if isinstance(v, ast.ListComp)] + \
         [c.args[0] for c in a.index.calls if isinstance(c.func, ast.Attribute) and c.func.attr == "append"
          and dotted(c.func.value) == expr.id and c.args]
-    return any(_loss_like(a, item, losses) for item in items)
+    return any(_loss_like(a, item, losses) or _computed_tensor(a, item) for item in items)
+
+
+FACTORIES = {"torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.arange", "torch.linspace", "torch.eye",
+             "torch.rand", "torch.randn", "torch.randint", "torch.zeros_like", "torch.ones_like", "torch.full_like"}
+
+
+def _computed_tensor(a, expr) -> bool:
+    """A value computed by a torch operation on other tensors (`torch.mean(torch.abs(cos))`, `F.mse_loss(...)`):
+    a term with a graph when its inputs have one. New tensors of constants are not."""
+    name = a.imp.canon(expr.func) or "" if isinstance(expr, ast.Call) else ""
+    return name.startswith("torch.") and name not in FACTORIES and name not in NEW_TENSORS
 
 
 def _cut_loss(a, expr, losses, depth=0):
@@ -137,6 +149,16 @@ def _trained_on(a, call) -> bool:
 
 
 def check(a, emit):
+    emitted = set()
+
+    def emit_once(node, code, **kw):   # one finding a line: two paths may reach the same cut term
+        if node.lineno not in emitted:
+            emitted.add(node.lineno)
+            emit(node, code, **kw)
+    _check(a, emit_once)
+
+
+def _check(a, emit):
     for call, _ in a.loss_calls:
         how = detached(a, call.args[0])
         if how and _trained_on(a, call):
