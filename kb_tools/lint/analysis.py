@@ -61,6 +61,7 @@ WRAPPERS = {"DataParallel", "DistributedDataParallel", "FullyShardedDataParallel
 BACKWARD = ("backward", "manual_backward")   # loss.backward(), engine.backward(loss), Lightning's manual_backward
 TRAINING_HOOKS = {"training_step"}           # Lightning calls these once per batch: each is a loop body
 ZEROING_NAMES = {"reset_grad", "reset_grads", "clear_grad", "clear_grads", "zero_grads"}
+NO_GRAD_CONTEXTS = {"torch.no_grad", "torch.inference_mode"}   # blocks that record no graph
 EXPAND_DEPTH = 2   # how many levels of the file's own functions a loop's calls are followed into
 
 
@@ -330,6 +331,13 @@ class Analysis:
         self._functions()
         self._assigned_calls()
         self._read = True
+
+    @cached_property
+    def no_grad_blocks(self) -> list:
+        """The `with torch.no_grad():` (or `torch.inference_mode()`) blocks of the file."""
+        return [w for w in self.index.of(ast.With) if any(
+            isinstance(i.context_expr, ast.Call) and (self.imp.canon(i.context_expr.func) or "") in NO_GRAD_CONTEXTS
+            for i in w.items)]
 
     @cached_property
     def text(self) -> str:

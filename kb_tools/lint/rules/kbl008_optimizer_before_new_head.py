@@ -108,7 +108,6 @@ WEIGHTED_LAYERS = ("Linear", "Bilinear", "LazyLinear", "Conv1d", "Conv2d", "Conv
                    "LSTMCell", "GRUCell", "RNNCell", "MultiheadAttention", "Transformer", "TransformerEncoder",
                    "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU")
 HARMLESS_USES = {"to", "cuda", "cpu", "train", "float", "double", "half", "bfloat16", "forward"}
-NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.enable_grad"}
 
 
 def _weighted_module(a, call, classes: dict) -> str | None:
@@ -176,9 +175,7 @@ def _fed_by_trained(a, call, owners: set) -> bool:
 
 
 def _under_no_grad(a, node) -> bool:
-    blocks = [w for w in a.index.of(ast.With) if any(isinstance(i.context_expr, ast.Call) and
-              (a.imp.canon(i.context_expr.func) or "") in NO_GRAD for i in w.items)]
-    return any(within(w, node) for w in blocks)
+    return any(within(w, node) for w in a.no_grad_blocks)
 
 
 def _used_weights_never_given(a, emit):

@@ -231,13 +231,7 @@ def _returned_loss_rebuilt(a, emit, losses):
                     emit(found, CODE, how=how)
 
 
-NO_GRAD = {"torch.no_grad", "torch.inference_mode"}
 REORDER = {"flip", "roll", "t", "chunk", "split", "norm", "float", "detach"}   # tensor methods that keep "no graph"
-
-
-def _no_grad_blocks(a) -> list:
-    return [w for w in a.index.of(ast.With) if any(
-        isinstance(i.context_expr, ast.Call) and (a.imp.canon(i.context_expr.func) or "") in NO_GRAD for i in w.items)]
 
 
 def _only_no_grad(a, expr, blocks, depth=0) -> str | None:
@@ -283,7 +277,7 @@ def _loss_of_no_grad_values(a, emit, backpropagated):
     """A loss term whose every input the function computed under `torch.no_grad()` (embeddings of
     views taken for pseudo-labels, then fed to a contrastive loss), added into the loss backward()
     is called on: that term is a constant."""
-    blocks = _no_grad_blocks(a)
+    blocks = a.no_grad_blocks
     if not blocks:
         return
     for node in a.index.of(ast.Assign, ast.AugAssign):
