@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, SiteTally, plural, this_step
-from kb_tools.watch.checks.tensors import PAD_ROWS, padding_runs
+from kb_tools.watch.checks.tensors import PAD_ROWS, padding_runs, token_targets
 
 MIN_POSITIONS = 16
 SHARE = 0.9
@@ -60,10 +60,8 @@ class PaddingScoredAsTargets(Check):
         self.inputs.append((step, rows, width, pad, spans, self.session.module_name(module)))
 
     def on_loss_input(self, call):
-        if call.kind not in ("cross_entropy", "nll_loss") or call.reduction not in ("mean", "sum"):
-            return
-        y = call.target
-        if not isinstance(y, torch.Tensor) or y.is_floating_point() or y.is_complex() or y.dim() == 0:
+        y = token_targets(call)
+        if y is None or call.reduction not in ("mean", "sum"):
             return
         step = self.session.step
         ignore = call.options.get("ignore_index", -100)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from kb_tools.watch.checks import Check, SiteTally, plural, this_step
-from kb_tools.watch.checks.tensors import PAD_ROWS, edge_runs, padding_runs
+from kb_tools.watch.checks.tensors import PAD_ROWS, edge_runs, padding_runs, token_targets
 
 SHARE = 0.9
 MIN_CALLS = 3
@@ -78,10 +78,8 @@ class EndTokenMaskedAsPadding(Check):
         self.inputs.append((step, args[0].shape[0], width, pad, ends, windows, name))
 
     def on_loss_input(self, call):
-        if call.kind not in ("cross_entropy", "nll_loss"):
-            return
-        y = call.target
-        if not isinstance(y, torch.Tensor) or y.is_floating_point() or y.is_complex() or y.dim() == 0:
+        y = token_targets(call)
+        if y is None:
             return
         step = self.session.step
         ignore = call.options.get("ignore_index", -100)

@@ -12,13 +12,15 @@ the text says something else, a prompt or a document marked with the wrong value
 MIN_CALLS sampled calls and on SHARE of the calls compared at that site. A masked language model
 (its targets differ from the ids at the masked positions with many values), a tagger or a seq2seq
 decoder (its targets are not its input ids) and padding labelled with the pad id (there the
-targets equal the ids; KBW065 reads that) stay silent.
+targets equal the ids; KBW065 reads that) stay silent. Only calls that show such a block are
+tallied, so the site's share is of those calls: MIN_CALLS is the bar that counts.
 """
 from __future__ import annotations
 
 import torch
 
 from kb_tools.watch.checks import Check, SiteTally, plural, this_step
+from kb_tools.watch.checks.tensors import token_targets
 
 LM_SHARE = 0.5        # of the non-ignored targets equal to the aligned ids: a language model's loss
 MASK_SHARE = 0.9      # of the differing targets that hold one value
@@ -55,10 +57,8 @@ class TargetsMaskedWithATokenId(Check):
         self.inputs.append((step, ids.detach()[:MAX_ROWS].cpu(), ids.shape[0], self.session.module_name(module)))
 
     def on_loss_input(self, call):
-        if call.kind not in ("cross_entropy", "nll_loss") or call.reduction not in ("mean", "sum"):
-            return
-        y = call.target
-        if not isinstance(y, torch.Tensor) or y.is_floating_point() or y.is_complex() or y.dim() == 0:
+        y = token_targets(call)
+        if y is None or call.reduction not in ("mean", "sum"):
             return
         step = self.session.step
         ignore = call.options.get("ignore_index", -100)

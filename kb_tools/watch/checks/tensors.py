@@ -34,6 +34,16 @@ def class_rows(call, classes_last: bool = False):
     return rows[:MAX_ROWS].float(), classes
 
 
+def token_targets(call):
+    """The integer class-index targets of a cross_entropy / nll_loss call, with at least one
+    dimension (token ids, tags), or None: the targets the padding and masking checks compare."""
+    y = call.target
+    if call.kind not in ("cross_entropy", "nll_loss") or not isinstance(y, torch.Tensor) or y.is_floating_point() \
+            or y.is_complex() or y.dim() == 0:
+        return None
+    return y
+
+
 def are_probabilities(rows, tol: float = 1e-3) -> bool:
     """Every row in [0, 1] and summing to 1 within `tol`: already a softmax."""
     if rows.numel() == 0:
