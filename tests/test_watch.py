@@ -1005,16 +1005,31 @@ def test_after_steps_the_epoch_ends_early_and_the_scripts_evaluation_is_watched(
     code, out, err = kb_watch("--steps", "20", "--json", "--", sys.executable, EPOCH_THEN_EVALUATION, "train-mode")
     report = json.loads(out)
     run = report["run"]
-    # the epoch's loop ended after the 20th step, its evaluation ran, and the second epoch never trained
+    # the epoch's loop ended after the 20th step, its evaluation ran, and the second epoch trained
+    # only the RESUMED_STEPS steps watched after it
+    from kb_tools.watch.session import RESUMED_STEPS
     assert "epoch 0: 20 steps" in err and "epoch 1" not in err
-    assert run["steps"] == 20 and run["stopped_after_steps"] == 20 and run["exit_status"] == 0
-    assert run["evaluation_pass"] == {"batches": 10, "model_calls": 10, "ended_by": "the next epoch"}
+    assert run["steps"] == 20 + RESUMED_STEPS and run["stopped_after_steps"] == 20 and run["exit_status"] == 0
+    assert run["evaluation_pass"] == {"batches": 10, "model_calls": 10, "ended_by": "the next epoch",
+                                      "resumed_steps": RESUMED_STEPS}
     assert code == 1 and [f["code"] for f in report["findings"]] == ["KBW012"]
     assert "in training mode" in report["findings"][0]["message"]
 
     code, out, err = kb_watch("--steps", "20", "--json", "--", sys.executable, EPOCH_THEN_EVALUATION, "clean")
     report = json.loads(out)
     assert code == 0 and report["findings"] == [] and report["run"]["evaluation_pass"]["batches"] == 10
+
+
+def test_an_evaluation_that_leaves_the_model_in_eval_mode_shows_in_the_steps_after_it():
+    """The commonest train-eval-mode bug in real code: validate() calls model.eval() and nothing puts
+    the model back. It shows only once training resumes, so the steps after the pass are watched."""
+    code, out, err = kb_watch("--steps", "20", "--json", "--", sys.executable, EPOCH_THEN_EVALUATION, "stays-eval")
+    report = json.loads(out)
+    assert code == 1 and [f["code"] for f in report["findings"]] == ["KBW012"]
+    assert "eval mode" in report["findings"][0]["message"]
+    assert report["run"]["evaluation_pass"]["resumed_steps"] == 3 and report["run"]["exit_status"] == 0
+    code, out, _ = kb_watch("--steps", "20", "--", sys.executable, EPOCH_THEN_EVALUATION, "stays-eval")
+    assert "ended by the next epoch, then 3 training steps after it" in out
 
 
 def test_no_evaluation_pass_stops_right_at_the_steps():

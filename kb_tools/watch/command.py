@@ -34,7 +34,7 @@ def add_arguments(p) -> None:
     p.add_argument("--no-evaluation-pass", dest="evaluation_pass", action="store_false",
                    help="stop right at --steps N; by default the training epoch then ends early, the "
                    "script's own evaluation runs once under watch (up to 200 batches), and the run stops "
-                   "when training resumes")
+                   "after the first 3 training steps that follow it")
     p.add_argument("--every", type=int, default=None, metavar="K", help="after the first 10 steps, check "
                    "every K-th step (default 10); every step costs more")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE (atomically)")

@@ -834,7 +834,7 @@ def _loader_next(original):
     @functools.wraps(original)
     def __next__(self):
         s = _active
-        if s is not None and s.pass_state is not None and not s.stopped \
+        if s is not None and s.in_pass and not s.stopped \
                 and s.cuts(getattr(self, "_kb_watch_serial", None)):
             raise StopIteration  # --steps reached: this training epoch ends here (Session.end_epoch_early)
         batch = original(self)

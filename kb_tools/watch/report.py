@@ -141,8 +141,11 @@ def _evaluation_pass_words(run: dict) -> str:
         return ""
     if not state.get("batches") and not state.get("model_calls"):
         return f"; no evaluation ran before {state.get('ended_by') or 'the stop'}"
-    return (f" and an evaluation pass of {plural(state.get('batches', 0), 'batch', 'batches')} and "
+    text = (f" and an evaluation pass of {plural(state.get('batches', 0), 'batch', 'batches')} and "
             f"{plural(state.get('model_calls', 0), 'model call')}, ended by {state.get('ended_by') or 'the stop'}")
+    if state.get("resumed_steps"):
+        text += f", then {plural(state['resumed_steps'], 'training step')} after it"
+    return text
 
 
 def to_json_text(report: dict) -> str:

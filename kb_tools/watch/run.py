@@ -116,9 +116,14 @@ def _ended_evaluation_pass(session, exc: BaseException) -> bool:
     state = session.pass_state
     if state is None or session.stopped or isinstance(exc, KeyboardInterrupt):
         return False
-    state.ended_by = f"an error in the script: {type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
-    print(f"kb watch: --steps {session.max_steps} reached; the script then raised this in the evaluation "
-          "pass (its training epoch had been cut short):", file=sys.stderr)
+    error = f"an error in the script: {type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+    if state.resumed:   # the evaluation had ended; the training after it raised
+        state.ended_by = f"{state.ended_by}, then {error} in the training after it"
+        where = "in the training watched after the evaluation pass"
+    else:
+        state.ended_by, where = error, "in the evaluation pass"
+    print(f"kb watch: --steps {session.max_steps} reached; the script then raised this {where} "
+          "(its training epoch had been cut short):", file=sys.stderr)
     print_user_exception(exc)
     return True
 

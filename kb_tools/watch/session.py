@@ -26,6 +26,10 @@ DEFAULT_EVERY = 10  # then every k-th step
 EVALUATION_LOSSES = 64  # loss calls under no_grad watched on unsampled steps, per run (Session.take_evaluation_loss)
 MAX_LISTED = 32     # at most this many models / optimizers / losses / loaders are described
 EVALUATION_PASS_CALLS = 200  # batches, or model calls, the evaluation pass after --steps may take
+# Optimizer steps watched, every one sampled, once training resumes after an evaluation that ran in the
+# pass: an evaluation that leaves the model in eval mode shows only in the training after it (KBW012
+# asks for 3 such steps).
+RESUMED_STEPS = 3
 
 
 # ---------------------------------------------------------------- what the run holds
@@ -184,16 +188,20 @@ class SpreadCall:
 @dataclass
 class EvaluationPass:
     """The part of the run after --steps: the training loader's epoch cut short, the script's own
-    evaluation watched, then the stop. `ended_by` says what ended it."""
+    evaluation watched, then, when an evaluation ran, RESUMED_STEPS steps of the training that
+    follows it, then the stop. `ended_by` says what ended the evaluation."""
 
     loader: Any                      # weakref to the training loader
     serial: int | None               # the training iterator, whose next batch ends the epoch instead
     batches: int = 0
     model_calls: int = 0
     ended_by: str | None = None
+    resumed: bool = False            # training has resumed after the evaluation: the pass is over
+    resumed_steps: int = 0           # optimizer steps watched since
 
     def to_dict(self) -> dict:
-        return {"batches": self.batches, "model_calls": self.model_calls, "ended_by": self.ended_by}
+        return {"batches": self.batches, "model_calls": self.model_calls, "ended_by": self.ended_by,
+                "resumed_steps": self.resumed_steps}
 
 
 def _lr(group) -> float:
@@ -211,7 +219,8 @@ class Session:
         self.every, self.warmup, self.max_steps, self.rank = every, warmup, max_steps, rank
         self.stop_run = stop_run     # raise StopWatching after max_steps (the runner), else just stop watching
         # After max_steps, end the training loader's epoch early so that the script's own evaluation
-        # runs once under watch, then stop when training resumes (the runner only; see end_epoch_early).
+        # runs once under watch, then watch RESUMED_STEPS steps of the training after it and stop
+        # (the runner only; see end_epoch_early and resume).
         self.evaluation_pass = evaluation_pass and stop_run
         self.pass_state: EvaluationPass | None = None
         self._last_batch: tuple[Any, int | None] = (None, None)   # (weakref to its loader, iterator serial)
@@ -368,7 +377,7 @@ class Session:
 
     def _model_pre_hook(self, module, args):
         info = next((m for m in self.models if m.ref() is module), None)
-        if info is not None and self.pass_state is not None and not self.stopped:
+        if info is not None and self.in_pass and not self.stopped:
             self._count_pass_call("model_calls")
         if self._handlers["on_root_forward"] or self._handlers["on_root_input"]:
             if info is not None:
@@ -512,8 +521,8 @@ class Session:
     def on_step_pre(self, opt) -> OptimizerInfo | None:
         if self.stopped:
             return None
-        if self.pass_state is not None:
-            self.stop("an optimizer step")
+        if self.in_pass:
+            self.resume("an optimizer step")
         info = self.optimizer_info(opt) or self.add_optimizer(opt)
         if self._primary is None or self._primary_gone():
             self._primary = id(opt)  # the first optimizer to step, or the next one once it is gone (rebuilt)
@@ -547,6 +556,11 @@ class Session:
             return
         self.step += 1
         self.depth = 0
+        if self.pass_state is not None and self.pass_state.resumed:
+            self.pass_state.resumed_steps += 1
+            if self.pass_state.resumed_steps >= RESUMED_STEPS:
+                self.stop(self.pass_state.ended_by or "the training after the evaluation")
+            return
         if self.max_steps is not None and self.step >= self.max_steps:
             if self.evaluation_pass and self._last_batch[0] is not None:
                 self.end_epoch_early()
@@ -592,6 +606,26 @@ class Session:
         ref = self._last_batch[0]
         return ref() if ref is not None else None
 
+    @property
+    def in_pass(self) -> bool:
+        """In the evaluation pass after --steps (training has not resumed yet)."""
+        return self.pass_state is not None and not self.pass_state.resumed
+
+    def resume(self, reason: str) -> None:
+        """Training resumed (`reason`) after the evaluation pass. When the pass ran the model, the
+        next RESUMED_STEPS optimizer steps are watched, every one sampled, before the stop (see
+        on_step_post): that is where a model left in eval mode by its evaluation shows. A pass that
+        ran no model call has nothing to show after it: the stop comes now."""
+        state = self.pass_state
+        if state is None or not state.model_calls or RESUMED_STEPS < 1:
+            self.stop(reason)
+            return
+        state.ended_by, state.resumed = reason, True
+        if not self.sampled:
+            self.sampled = True
+            if self.instrumentation is not None:
+                self.instrumentation.forward_hooks(True)
+
     def stop(self, reason: str) -> None:
         """End the evaluation pass: record what ended it, take the last measurements, raise StopWatching."""
         if self.pass_state is not None and self.pass_state.ended_by is None:
@@ -602,7 +636,8 @@ class Session:
 
     def cuts(self, serial: int | None) -> bool:
         """Is this the training iterator, whose epoch the evaluation pass ends early?"""
-        return self.pass_state is not None and serial is not None and serial == self.pass_state.serial
+        state = self.pass_state
+        return state is not None and not state.resumed and serial is not None and serial == state.serial
 
     def _count_pass_call(self, attribute: str) -> None:
         state = self.pass_state
@@ -611,8 +646,8 @@ class Session:
         setattr(state, attribute, getattr(state, attribute) + 1)
 
     def before_backward(self, tensors) -> None:
-        if self.pass_state is not None:
-            self.stop("a backward")
+        if self.in_pass:
+            self.resume("a backward")
         self.backward_calls += 1
         if self._handlers["on_any_backward"]:
             self.dispatch("on_any_backward", tensors)
@@ -769,8 +804,8 @@ class Session:
 
     def batch(self, loader, batch, serial: int | None = None) -> None:
         self.batches += 1
-        state = self.pass_state
-        # the training loader's next epoch has begun: its first batch is shown to the checks, then the stop
+        state = self.pass_state if self.in_pass else None
+        # the training loader's next epoch has begun: training resumes (its first batch is shown to the checks)
         resumed = state is not None and loader is not None and state.loader() is loader and torch.is_grad_enabled()
         if state is not None and not resumed:
             self._count_pass_call("batches")
@@ -782,7 +817,7 @@ class Session:
         if self._handlers["on_any_batch"] and loader is not None:
             self.dispatch("on_any_batch", loader, batch, serial)
         if resumed:
-            self.stop("the next epoch")
+            self.resume("the next epoch")
         if self.sampled:
             self.dispatch("on_batch", loader, batch)
 

@@ -1,8 +1,9 @@
 """A DataLoader training loop with an evaluation after each epoch of 125 steps, to test what
-kb watch does after --steps N: the epoch ends early, the evaluation runs under watch, the run
-stops when the next epoch starts. argv[1] picks the evaluation:
+kb watch does after --steps N: the epoch ends early, the evaluation runs under watch, then
+the first steps of the next epoch, and the run stops. argv[1] picks the evaluation:
   clean       model.eval() and no_grad over 10 validation batches
   train-mode  the same without model.eval() (its dropout stays on): KBW012's cause
+  stays-eval  model.eval() and no model.train() after it: the next epoch trains in eval mode (KBW012)
   raises      an evaluation that fails on its first batch
   long        a clean evaluation over 500 validation batches (more than the pass may take)
 """
@@ -22,7 +23,8 @@ def evaluate(model, loader, mode):
             if mode == "raises":
                 raise RuntimeError("validation shard missing")
             correct += (model(xb).argmax(1) == yb).sum().item()
-    model.train()
+    if mode != "stays-eval":
+        model.train()
     return correct
 
 
