@@ -17,7 +17,9 @@ Criterion, training in eval mode: on at least 3 optimizer steps with a backward(
 forward ran with grad enabled while the model itself was in eval mode and holds Dropout (p > 0)
 or BatchNorm layers, with no forward in training mode in the same step, and a live optimizer holds
 its parameters (a frozen network run in eval mode for its features, with the gradient passing
-through it to something else, is not being trained). A submodule frozen with .eval() inside a
+through it to something else, is not being trained); at least one of those layers in eval mode
+lies outside every frozen part (a submodule with parameters, none held by an optimizer: a linear
+probe's backbone kept in eval mode under its trained head is deliberate). A submodule frozen with .eval() inside a
 model in training mode is deliberate (frozen-batchnorm-stats) and not reported.
 Criterion, layers no train()/eval() call reached: a forward pass run with grad disabled, from the
 user's code, of a model in which Dropout (p > 0) or BatchNorm (running statistics, a momentum)
@@ -66,6 +68,21 @@ def _mode_matters(m) -> bool:
     if isinstance(m, _DROPOUT):
         return m.p > 0
     return isinstance(m, _NORM) and m.track_running_stats and m.running_mean is not None and m.momentum is not None
+
+
+def _eval_layer_in_a_trained_part(module, held) -> bool:
+    """Whether a Dropout (p > 0) or BatchNorm layer in eval mode lies below `module` outside every
+    frozen part: a submodule with parameters none of which an optimizer holds (`held`: their ids)
+    is left out whole, with the layers inside it."""
+    for child in module.children():
+        params = list(child.parameters())
+        if params and not any(id(p) in held for p in params):
+            continue
+        if ((isinstance(child, _DROPOUT) and child.p > 0) or isinstance(child, _NORM)) and not child.training:
+            return True
+        if _eval_layer_in_a_trained_part(child, held):
+            return True
+    return False
 
 
 class _Unset:
@@ -373,11 +390,14 @@ class TrainEvalMode(Check):
 
     def _held(self, st: _Model) -> bool:
         """Whether a live optimizer holds the model's parameters now (read at the forward, while the
-        run's objects are alive): a frozen network run in eval mode with grad enabled (a feature
-        extractor the gradient passes through) is not being trained."""
+        run's objects are alive) and one of its layers in eval mode sits in a part it trains: a
+        frozen network run in eval mode with grad enabled (a feature extractor the gradient passes
+        through) is not being trained, nor is a frozen backbone kept in eval mode under a trained
+        head (a linear probe)."""
         module = st.info.module
         held = self.session.trainable_ids()
-        return module is not None and any(id(p) in held for p in module.parameters())
+        return module is not None and any(id(p) in held for p in module.parameters()) \
+            and _eval_layer_in_a_trained_part(module, held)
 
     def _settle(self, st: _Model) -> None:
         """Count a step trained in eval mode once it is over: it had a backward() after the forward."""
