@@ -1060,7 +1060,17 @@ def test_the_evaluation_pass_is_bounded_and_an_error_in_it_ends_the_run_cleanly(
 def test_a_run_without_a_dataloader_stops_at_the_steps_with_no_evaluation_pass(tmp_path):
     code, out, _ = kb_watch("--steps", "7", "--json", "--", sys.executable,
                             os.path.join(SCRIPTS, "finally_marker.py"), str(tmp_path / "m"))
-    assert code == 0 and json.loads(out)["run"]["evaluation_pass"] is None
+    run = json.loads(out)["run"]
+    assert code == 0 and run["evaluation_pass"] is None
+    assert run["evaluation_pass_skipped"] == "no DataLoader fed the steps"
+    # the summary says that the script's evaluation went unwatched; with --no-evaluation-pass that was asked for
+    code, out, _ = kb_watch("--steps", "7", "--", sys.executable, os.path.join(SCRIPTS, "finally_marker.py"),
+                            str(tmp_path / "m"))
+    assert "(stopped after --steps 7; no DataLoader fed the steps, so the script's own evaluation was not " \
+           "watched: watch the whole run to check it)" in out.splitlines()[-1]
+    code, out, _ = kb_watch("--steps", "7", "--no-evaluation-pass", "--json", "--", sys.executable,
+                            os.path.join(SCRIPTS, "finally_marker.py"), str(tmp_path / "m"))
+    assert json.loads(out)["run"]["evaluation_pass_skipped"] is None
 
 
 # ---------------------------------------------------------------- the device of the tensors kb watch makes

@@ -138,6 +138,9 @@ def summary_line(report: dict, shown: int | None = None) -> str:
 def _evaluation_pass_words(run: dict) -> str:
     state = run.get("evaluation_pass")
     if not state:
+        if run.get("evaluation_pass_skipped"):
+            return (f"; {run['evaluation_pass_skipped']}, so the script's own evaluation was not watched: "
+                    "watch the whole run to check it")
         return ""
     if not state.get("batches") and not state.get("model_calls"):
         return f"; no evaluation ran before {state.get('ended_by') or 'the stop'}"

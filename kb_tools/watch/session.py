@@ -223,6 +223,7 @@ class Session:
         # (the runner only; see end_epoch_early and resume).
         self.evaluation_pass = evaluation_pass and stop_run
         self.pass_state: EvaluationPass | None = None
+        self.pass_skipped: str | None = None  # why --steps N stopped the run with no evaluation pass
         self._last_batch: tuple[Any, int | None] = (None, None)   # (weakref to its loader, iterator serial)
         self.step = 0                # steps of the primary optimizer completed
         self.sampled = True
@@ -565,6 +566,8 @@ class Session:
             if self.evaluation_pass and self._last_batch[0] is not None:
                 self.end_epoch_early()
                 return
+            if self.evaluation_pass and self.stop_run:
+                self.pass_skipped = "no DataLoader fed the steps"
             self.end()
             self.stopped = True
             if self.stop_run:
@@ -861,6 +864,7 @@ class Session:
             "loaders": [loader.to_dict() for loader in self.loaders.values()],
             "internal_errors": list(self.internal_errors),
             "evaluation_pass": self.pass_state.to_dict() if self.pass_state is not None else None,
+            "evaluation_pass_skipped": self.pass_skipped,
             "shared": self._shared(),
         }
 
