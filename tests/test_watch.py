@@ -226,8 +226,9 @@ def test_text_output_is_the_finding_its_kb_show_line_and_a_summary(case_reports)
                         "50 steps but never changed; not in any optimizer (optimizer created at "
                         "tests/watch/cases/params-not-in-optimizer/bug_head_replaced.py:20)")
     assert lines[1] == "  kb show params-not-in-optimizer"
-    assert lines[2] == ("kb watch: 1 finding in 50 optimizer steps (stopped after --steps 50); watched 1 model, "
-                        "1 optimizer, 1 loss")
+    assert lines[2] == ("kb watch: 1 finding in 50 optimizer steps (stopped after --steps 50; no DataLoader fed the "
+                        "steps, so the script's own evaluation was not watched: watch the whole run to check it); "
+                        "watched 1 model, 1 optimizer, 1 loss")
 
 
 @CASES_GROUP
