@@ -38,6 +38,7 @@ on uninstall, so the user's code needs no change:
   holding tensors that require grad (torch.tensor(t), or a list or tuple of them, nested: the copy
   keeps their values without their graph; torch.as_tensor(t) returns t itself and is passed over)
   reaches the checks with the copy and the caller's site (torch.Tensor(list) is not watched);
+- Optimizer.load_state_dict: that an optimizer took a checkpoint's groups and state, and where
 - Module.load_state_dict: what it reports (the keys missing from the checkpoint and the keys it
   did not use) reaches the checks on every call, with the caller's file and line;
 - Module.train (which eval() calls): every module it reaches, directly or through a parent's call,
@@ -500,6 +501,7 @@ class Instrumentation:
         self._step_handles = []
         self._forward_handles = []
         self._scripting = 0          # nesting of torch.jit.script calls running with the originals
+        self._scheduler_classes: set = set()  # scheduler classes whose load_state_dict is wrapped
         self.installed = False
 
     # ------------------------------------------------------------ plumbing
@@ -508,6 +510,16 @@ class Instrumentation:
         self._patches.append((owner, name, owner.__dict__.get(name, _MISSING) if isinstance(owner, type)
                               else getattr(owner, name, _MISSING)))
         setattr(owner, name, value)
+
+    def watch_scheduler_class(self, cls) -> None:
+        """Wrap load_state_dict of this scheduler class (the first time one of its schedulers is
+        created while installed): the closed-form schedulers override it without calling the base."""
+        if cls in self._scheduler_classes or not self.installed:
+            return
+        self._scheduler_classes.add(cls)
+        original = getattr(cls, "load_state_dict", None)
+        if callable(original):
+            self._patch(cls, "load_state_dict", _scheduler_load_wrapper(original))
 
     def install(self) -> None:
         global _active
@@ -580,6 +592,8 @@ class Instrumentation:
         self._patch(loss_modules._Loss, "__call__", _loss_module_call)
         self._patch(torch.nn.Module, "__getstate__", _getstate_without_model_hooks(torch.nn.Module.__getstate__))
         self._patch(torch.nn.Module, "load_state_dict", _load_state_dict_wrapper(torch.nn.Module.load_state_dict))
+        self._patch(torch.optim.Optimizer, "load_state_dict",
+                    _optimizer_load_wrapper(torch.optim.Optimizer.load_state_dict))
         self._patch(torch.nn.Module, "train", _train_wrapper(torch.nn.Module.train))
         self._patch(torch.jit, "script", _script_wrapper(torch.jit.script, self))
         from torch.utils import checkpoint as checkpointing
@@ -608,6 +622,7 @@ class Instrumentation:
             else:
                 setattr(owner, name, previous)
         self._patches = []
+        self._scheduler_classes = set()
         if keep_step_hooks:
             return
         for handle in self._step_handles:
@@ -747,6 +762,35 @@ def _load_state_dict_wrapper(original):
     return load_state_dict
 
 
+def _optimizer_load_wrapper(original):
+    """Optimizer.load_state_dict: the session hears the optimizer once its groups and state are the
+    checkpoint's, and where the user's code called it (a resumed run)."""
+    @functools.wraps(original)
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        result = original(self, state_dict, *args, **kwargs)
+        s = _active
+        if s is not None and not s.stopped:
+            _guard(s, "optimizer load_state_dict", s.optimizer_state_loaded, self, user_site(depth=2))
+        return result
+    return load_state_dict
+
+
+def _scheduler_load_wrapper(original):
+    """A scheduler class's load_state_dict: the step count the session keeps for the scheduler
+    (last_epoch since it was created) is carried over the last_epoch the checkpoint sets, so a
+    resumed schedule's steps are not read as steps it took in this run."""
+    @functools.wraps(original)
+    def load_state_dict(self, *args, **kwargs):
+        s = _active
+        info = s.scheduler_info(self) if s is not None else None
+        taken = info.steps() if info is not None else None
+        result = original(self, *args, **kwargs)
+        if info is not None and taken is not None:
+            info.rebase(taken)
+        return result
+    return load_state_dict
+
+
 def _train_wrapper(original):
     """Module.train (eval() calls it, and it calls each child's): the session records the module as
     one whose mode was set (a layer that no such call ever reached keeps the mode it was built with)."""
@@ -781,6 +825,8 @@ def _record(session, kind: str, obj) -> None:
         session.add_optimizer(obj, site)
     elif kind == "scheduler":
         session.add_scheduler(obj, site)
+        if session.instrumentation is not None:
+            session.instrumentation.watch_scheduler_class(type(obj))
     elif kind == "scaler":
         session.add_scaler(obj, site)
     else:

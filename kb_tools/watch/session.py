@@ -91,6 +91,7 @@ class SchedulerInfo:
     optimizer_id: int
     first_epoch: int
     last_steps: int = 0
+    from_start: bool = False   # created at the start of its schedule (last_epoch -1), whatever was loaded later
 
     def steps(self) -> int:
         """How many times step() ran since it was created (the last count seen, once it is gone)."""
@@ -98,6 +99,12 @@ class SchedulerInfo:
         if sched is not None:
             self.last_steps = getattr(sched, "last_epoch", self.first_epoch) - self.first_epoch
         return self.last_steps
+
+    def rebase(self, taken: int) -> None:
+        """Its last_epoch was set from a checkpoint: keep counting from the `taken` steps seen so far."""
+        sched = self.ref()
+        if sched is not None:
+            self.first_epoch = getattr(sched, "last_epoch", self.first_epoch) - taken
 
     def to_dict(self) -> dict:
         return {"class": self.cls, "site": self.site, "steps": self.steps()}
@@ -417,7 +424,11 @@ class Session:
         if len(self.schedulers) < MAX_LISTED and getattr(sched, "optimizer", None) is not None:
             self.schedulers.append(SchedulerInfo(ref=weakref.ref(sched), cls=type(sched).__name__, site=site,
                                                  optimizer_id=id(sched.optimizer),
-                                                 first_epoch=getattr(sched, "last_epoch", 0)))
+                                                 first_epoch=getattr(sched, "last_epoch", 0),
+                                                 from_start=getattr(sched, "last_epoch", None) == 0))
+
+    def scheduler_info(self, sched) -> SchedulerInfo | None:
+        return next((info for info in self.schedulers if info.ref() is sched), None)
 
     def add_scaler(self, scaler, site: str | None) -> None:
         if len(self.scalers) < MAX_LISTED:
@@ -789,6 +800,10 @@ class Session:
     def state_dict_loaded(self, module, strict: bool, result, site: str | None) -> None:
         if self._handlers["on_state_dict_loaded"]:
             self.dispatch("on_state_dict_loaded", module, strict, result, site)
+
+    def optimizer_state_loaded(self, opt, site: str | None) -> None:
+        if self._handlers["on_optimizer_state_loaded"]:
+            self.dispatch("on_optimizer_state_loaded", opt, site)
 
     def checkpoint_call(self, function, site: str | None) -> None:
         if self._handlers["on_checkpoint"]:

@@ -43,7 +43,6 @@ UNDETECTABLE = {
     "discriminative-lr": "which parameters are pretrained and which are new is not visible in the optimizer",
     "adam-beta2-short-run": "depends on the planned length of the whole run, which a short watched run does not know",
     "fused-foreach-optimizer": "its failures are torch's own errors (reported as the run's error) or peak memory",
-    "lr-not-restored-after-load": "which lr the user meant after resuming is not known; the restored lr is valid",
     # long-horizon effects: not within a short watched run
     "attention-logit-growth": "logits grow over thousands of steps, far beyond a short watched run",
     "overfitting-val-loss-rises": "shows over epochs of validation, far beyond a short watched run",

@@ -72,6 +72,7 @@ EVENTS = {
                       "when a check has it",
     "on_state_dict_loaded": "every call: Module.load_state_dict returned (module, strict, its missing/unexpected "
                             "keys report, site)",
+    "on_optimizer_state_loaded": "every call: Optimizer.load_state_dict returned (optimizer, site)",
     "on_end": "once: the run ended or --steps was reached (the user's objects may already be gone)",
 }
 CODE_FORM = re.compile(r"^KBW\d{3}$")
@@ -122,6 +123,7 @@ class Check:
     def on_checkpoint(self, function, site): pass
     def on_tensor_copy(self, name, sources, copy, site): pass
     def on_state_dict_loaded(self, module, strict, result, site): pass
+    def on_optimizer_state_loaded(self, optimizer, site): pass
     def on_end(self): pass
 
     def findings(self) -> list:
