@@ -60,7 +60,7 @@ class ScheduleRestartedAfterResume(Check):
     def __init__(self, session):
         super().__init__(session)
         self.pending: dict[int, _Load] = {}
-        self.found: list = []   # (load, lr now, lr restored, step)
+        self.found: list = []   # the loads whose schedule restarted (_Load)
 
     def on_optimizer_state_loaded(self, optimizer, site):
         if not optimizer.state or not any(g.get("initial_lr") is not None for g in optimizer.param_groups):
@@ -112,8 +112,8 @@ class ScheduleRestartedAfterResume(Check):
             message = (f"the optimizer's state was loaded at {load.site or 'an unknown line'} (step {load.step}), "
                        f"restoring lr {restored:.3g}, and {sched.cls} ({created_at('scheduler', sched.site)}), "
                        f"created after that load from the start of its schedule, moved it {moved} "
-                       f"(lr {first:.3g} at the first step after the load, still moved "
-                       f"{plural(MIN_STEPS, 'optimizer step')} later): "
+                       f"(lr {first:.3g} at the first step after the load, and at least {FACTOR:g}x off on each "
+                       f"of the first {plural(MIN_STEPS, 'optimizer step')}): "
                        f"the resumed run restarted its schedule; create the scheduler before "
                        f"optimizer.load_state_dict() and load the scheduler's state too")
             out.append(self.finding(message, where=sched.site or load.site, step=load.step, evidence={
