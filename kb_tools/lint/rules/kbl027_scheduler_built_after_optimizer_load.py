@@ -38,9 +38,9 @@ WRITES_ON_BUILD = {"LambdaLR", "OneCycleLR", "LinearLR", "get_linear_schedule_wi
 
 
 def check(a, emit):
-    scopes = [a.tree] + a.index.of(ast.FunctionDef, ast.AsyncFunctionDef)
-    for scope in scopes:
-        calls = _own_calls(scope)
+    for scope in a.index.scopes():
+        holder = None if scope is a.tree else scope   # a.enclosing: None at module level
+        calls = [c for c in a.index.calls_in(scope) if a.enclosing(c) is holder]
         loads = [(c, method_call(c, "load_state_dict")) for c in calls]
         loads = [(c, r) for c, r in loads if r is not None]
         for load, receiver in loads:
@@ -58,19 +58,6 @@ def check(a, emit):
                 if _writes_initial_lr(scope):
                     continue
                 emit(built, CODE, scheduler=_short(a, built), line=load.lineno)
-
-
-def _own_calls(scope) -> list:
-    """The calls of this function's own body (nested functions and classes are scopes of their own)."""
-    out, stack = [], list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, ast.Call):
-            out.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    return sorted(out, key=lambda c: (c.lineno, c.col_offset))
 
 
 def _writes_on_build(a, call) -> bool:
