@@ -570,6 +570,7 @@ class Session:
         self.depth = 0
         if self.pass_state is not None and self.pass_state.resumed:
             self.pass_state.resumed_steps += 1
+            self.sampled_steps += 1   # every step after the pass is checked
             if self.pass_state.resumed_steps >= RESUMED_STEPS:
                 self.stop(self.pass_state.ended_by or "the training after the evaluation")
             return
@@ -634,11 +635,7 @@ class Session:
         if state is None or not state.model_calls or RESUMED_STEPS < 1:
             self.stop(reason)
             return
-        state.ended_by, state.resumed = reason, True
-        if not self.sampled:
-            self.sampled = True
-            if self.instrumentation is not None:
-                self.instrumentation.forward_hooks(True)
+        state.ended_by, state.resumed = reason, True   # sampling stays on, as end_epoch_early set it
 
     def stop(self, reason: str) -> None:
         """End the evaluation pass: record what ended it, take the last measurements, raise StopWatching."""
