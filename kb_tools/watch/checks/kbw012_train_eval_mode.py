@@ -15,8 +15,10 @@ a model whose output another watched model takes as its input, a GAN's generator
 this way: its samples drawn for a picture are not an evaluation).
 Criterion, training in eval mode: on at least 3 optimizer steps with a backward(), the model's
 forward ran with grad enabled while the model itself was in eval mode and holds Dropout (p > 0)
-or BatchNorm layers, with no forward in training mode in the same step, and a live optimizer holds
-its parameters (a frozen network run in eval mode for its features, with the gradient passing
+or BatchNorm layers, with no forward in training mode in the same step, a backward() and a step of
+an optimizer holding its parameters followed (another network's step, taken between this model's
+evaluation and its own training forward, does not count), and a live optimizer holds its
+parameters (a frozen network run in eval mode for its features, with the gradient passing
 through it to something else, is not being trained); at least one of those layers in eval mode
 lies outside every frozen part (a submodule with parameters, none held by an optimizer: a linear
 probe's backbone kept in eval mode under its trained head is deliberate). A submodule frozen with .eval() inside a
@@ -233,7 +235,7 @@ class TrainEvalMode(Check):
             if module.training:
                 st.pending = None  # this step trains in training mode: any earlier eval forward was not training
             else:
-                st.pending = (s.step, s.backward_calls, self._held(st))
+                st.pending = (s.step, s.backward_calls, self._held(st), self._own_steps(st))
             return
         if not module.training or not any(getattr(m(), "training", False) for _, m in st.layers):
             return
@@ -399,11 +401,22 @@ class TrainEvalMode(Check):
         return module is not None and any(id(p) in held for p in module.parameters()) \
             and _eval_layer_in_a_trained_part(module, held)
 
+    def _own_steps(self, st: _Model) -> int:
+        """Steps taken so far by the optimizers that hold the model's parameters."""
+        module = st.info.module
+        if module is None:
+            return 0
+        own = {id(p) for p in module.parameters()}
+        return sum(info.steps for info in self.session.optimizers.values()
+                   if info.optimizer is not None and any(id(p) in own for p in self.session.params_of(info.optimizer)))
+
     def _settle(self, st: _Model) -> None:
-        """Count a step trained in eval mode once it is over: it had a backward() after the forward."""
+        """Count a step trained in eval mode once it is over: it had a backward() after the forward, and
+        an optimizer of the model's own stepped (another network's step, between the evaluation of
+        this one and its own training forward, is not this model trained in eval mode)."""
         s = self.session
         if st.pending is not None and s.step > st.pending[0]:
-            if s.backward_calls > st.pending[1] and st.pending[2]:
+            if s.backward_calls > st.pending[1] and st.pending[2] and self._own_steps(st) > st.pending[3]:
                 st.train_steps += 1
                 if st.train_first is None:
                     st.train_first = st.pending[0]
