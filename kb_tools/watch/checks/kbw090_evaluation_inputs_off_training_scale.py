@@ -14,7 +14,9 @@ well inside those bounds; a missing Normalize (inputs in [0, 1] against standard
 quarter of the spread), min-max scaling in place of standardization, unscaled features or raw
 0-255 pixels do not. (KBW023 judges the first layer's inputs at a factor of 10 on sampled steps;
 this check reads the model's own inputs at the finer bound, and counts as evaluation only batches
-that no backward() follows.) Each summary reads two numbers of a call's input: on an accelerator
+that no backward() follows.) A model whose training inputs carry a graph, made by trained layers
+(the layers of a model whose forward() is called directly are watched one by one), is not judged:
+those inputs move with the weights, not with preprocessing. Each summary reads two numbers of a call's input: on an accelerator
 that waits for the call's inputs, on the first MAX_CALLS calls of each kind only. A model that
 transforms its inputs in eval mode only (below) is meant to be given raw inputs then, and is not
 judged this way.
@@ -58,10 +60,11 @@ MATCH_RATIO = 2.0
 
 
 class _Inputs:
-    __slots__ = ("name", "train", "eval", "eval_step")
+    __slots__ = ("name", "train", "eval", "eval_step", "computed")
 
     def __init__(self, name: str):
         self.name = name
+        self.computed = False   # a training input came out of trained layers: not the model's data
         self.train: list = []   # [(mean, std)] of up to MAX_CALLS training calls
         self.eval: list = []    # the same for evaluation calls
         self.eval_step = None
@@ -120,6 +123,9 @@ class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.layout != torch.strided \
                 or x.numel() < MIN_VALUES:
             return   # a sparse input has no std_mean
+        if training and x.grad_fn is not None:
+            m.computed = True   # made by trained layers (a model whose forward was called directly, its
+            return              # layers watched one by one): its scale moves with training, not preprocessing
         std, mean = torch.std_mean(x.detach().float())
         pair = torch.stack([mean, std]).tolist()
         if all(math.isfinite(v) for v in pair):
@@ -188,7 +194,7 @@ class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
         out = self._transform_findings()
         scales_itself = {t.owner for t in self.transforms.values() if t.identity and t.moved}
         for key, m in self.models.items():
-            if len(m.train) < MIN_TRAIN or len(m.eval) < MIN_EVAL or key in scales_itself:
+            if len(m.train) < MIN_TRAIN or len(m.eval) < MIN_EVAL or key in scales_itself or m.computed:
                 continue
             train_mean, train_std = (sum(v) / len(m.train) for v in zip(*m.train))
             eval_mean, eval_std = (sum(v) / len(m.eval) for v in zip(*m.eval))
