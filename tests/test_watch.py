@@ -1006,13 +1006,16 @@ def test_after_steps_the_epoch_ends_early_and_the_scripts_evaluation_is_watched(
     code, out, err = kb_watch("--steps", "20", "--json", "--", sys.executable, EPOCH_THEN_EVALUATION, "train-mode")
     report = json.loads(out)
     run = report["run"]
-    # the epoch's loop ended after the 20th step, its evaluation ran, and the second epoch trained
-    # only the RESUMED_STEPS steps watched after it
-    from kb_tools.watch.session import RESUMED_STEPS
-    assert "epoch 0: 20 steps" in err and "epoch 1" not in err
+    # the epoch's loop ended after the 20th step, its evaluation ran, the second epoch trained the
+    # RESUMED_STEPS steps watched after it, and the rest of the script ran in brief: that epoch
+    # ended there and its evaluation took FAST_FORWARD_BATCHES of the 10 validation batches
+    from kb_tools.watch.session import FAST_FORWARD_BATCHES, RESUMED_STEPS
+    assert "epoch 0: 20 steps" in err and f"epoch 1: {RESUMED_STEPS} steps" in err
     assert run["steps"] == 20 + RESUMED_STEPS and run["stopped_after_steps"] == 20 and run["exit_status"] == 0
     assert run["evaluation_pass"] == {"batches": 10, "model_calls": 10, "ended_by": "the next epoch",
-                                      "resumed_steps": RESUMED_STEPS}
+                                      "resumed_steps": RESUMED_STEPS, "fast_forward": {
+                                          "steps": 0, "model_calls": FAST_FORWARD_BATCHES,
+                                          "ended_by": "the script's end"}}
     assert code == 1 and [f["code"] for f in report["findings"]] == ["KBW012"]
     assert "in training mode" in report["findings"][0]["message"]
 
@@ -1031,6 +1034,50 @@ def test_an_evaluation_that_leaves_the_model_in_eval_mode_shows_in_the_steps_aft
     assert report["run"]["evaluation_pass"]["resumed_steps"] == 3 and report["run"]["exit_status"] == 0
     code, out, _ = kb_watch("--steps", "20", "--", sys.executable, EPOCH_THEN_EVALUATION, "stays-eval")
     assert "ended by the next epoch, then 3 training steps after it" in out
+
+
+CLOSING_EVALUATION = os.path.join(SCRIPTS, "closing_evaluation.py")
+
+
+def test_the_rest_of_the_script_runs_in_brief_so_a_closing_evaluation_is_watched():
+    """A fresh model evaluated after the training, without model.eval(): only the rest of the script,
+    run with one batch per training epoch, reaches it within --steps 20; --no-fast-forward does not."""
+    code, out, err = kb_watch("--steps", "20", "--json", "--", sys.executable, CLOSING_EVALUATION, "closing")
+    report = json.loads(out)
+    assert code == 1 and [f["code"] for f in report["findings"]] == ["KBW012"]
+    assert "after load_state_dict" in report["findings"][0]["message"]
+    brief = report["run"]["evaluation_pass"]["fast_forward"]
+    # epochs 2-5 give one training batch each, and each of their evaluations two of the 10 batches
+    assert brief["steps"] == 4 and 4 * 3 <= brief["model_calls"] <= 4 * 3 + 6 and brief["ended_by"] == "the script's end"
+    assert "epoch 5:" in err and "final model:" in err and report["run"]["exit_status"] == 0
+
+    code, out, _ = kb_watch("--steps", "20", "--json", "--", sys.executable, CLOSING_EVALUATION, "clean")
+    assert code == 0 and json.loads(out)["findings"] == []
+    code, out, err = kb_watch("--steps", "20", "--no-fast-forward", "--json", "--", sys.executable,
+                              CLOSING_EVALUATION, "closing")
+    run = json.loads(out)["run"]
+    assert code == 0 and "fast_forward" not in run["evaluation_pass"] and "final model:" not in err
+    code, out, err = kb_watch("--no-fast-forward", "--", sys.executable, CLOSING_EVALUATION, "clean")
+    assert code == 2 and "--no-fast-forward changes how --steps N stops; it needs --steps" in err
+
+
+def test_the_brief_run_is_bounded_and_an_error_in_it_ends_the_run_cleanly():
+    from kb_tools.watch.session import FAST_FORWARD_STEPS
+    code, out, err = kb_watch("--steps", "20", "--", sys.executable, CLOSING_EVALUATION, "many-epochs")
+    assert code == 0 and "epoch 900" not in out
+    assert out.splitlines()[-1].startswith(
+        f"kb watch: nothing found in {20 + 3 + FAST_FORWARD_STEPS} optimizer steps (stopped after --steps 20 and "
+        f"an evaluation pass of 10 batches and 10 model calls, ended by the next epoch, then 3 training steps "
+        f"after it, then the rest of the script in brief ({FAST_FORWARD_STEPS} steps and")
+    assert f"ended by the limit of {FAST_FORWARD_STEPS} steps)" in out.splitlines()[-1]
+
+    code, out, err = kb_watch("--steps", "20", "--json", "--", sys.executable, CLOSING_EVALUATION, "raises")
+    run = json.loads(out)["run"]
+    assert code == 0 and run["exit_status"] == 0 and run["error"] is None and run["stopped_after_steps"] == 20
+    assert run["evaluation_pass"]["fast_forward"]["ended_by"].startswith(
+        "an error in the script: RuntimeError: shape '[50, -1, 2]' is invalid")
+    assert "the script then raised this while the rest of the script ran in brief" in err
+    assert err.count("Traceback (most recent call last)") == 1 and "kb_tools" not in err
 
 
 def test_no_evaluation_pass_stops_right_at_the_steps():

@@ -34,7 +34,12 @@ def add_arguments(p) -> None:
     p.add_argument("--no-evaluation-pass", dest="evaluation_pass", action="store_false",
                    help="stop right at --steps N; by default the training epoch then ends early, the "
                    "script's own evaluation runs once under watch (up to 200 batches), and the run stops "
-                   "after the first 3 training steps that follow it")
+                   "after the first 3 training steps that follow it, then runs the rest of the script in brief")
+    p.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
+                   help="stop after the evaluation pass; by default the rest of the script then runs in "
+                   "brief under watch (each later training epoch one batch, each other loader 2 batches "
+                   "a pass, at most 200 steps), so what it does late, such as a closing evaluation or a "
+                   "schedule's later epochs, is checked too")
     p.add_argument("--every", type=int, default=None, metavar="K", help="after the first 10 steps, check "
                    "every K-th step (default 10); every step costs more")
     p.add_argument("--report", metavar="FILE", help="also write the JSON report to FILE (atomically)")
@@ -58,6 +63,8 @@ def run_command(args) -> int:
         raise UsageError("watch: --steps must be at least 1")
     if not getattr(args, "evaluation_pass", True) and args.steps is None:
         raise UsageError("watch: --no-evaluation-pass changes how --steps N stops; it needs --steps")
+    if not getattr(args, "fast_forward", True) and args.steps is None:
+        raise UsageError("watch: --no-fast-forward changes how --steps N stops; it needs --steps")
     if args.every is not None and args.every < 1:
         raise UsageError("watch: --every must be at least 1")
     if args.report:
@@ -218,7 +225,8 @@ def _run_here(plan: dict, args) -> dict:
     except ImportError as exc:
         raise KBError(f"watch: needs torch in the Python that runs kb ({exc})") from None
     session = Session(every=args.every or DEFAULT_EVERY, max_steps=args.steps,
-                      evaluation_pass=getattr(args, "evaluation_pass", True))
+                      evaluation_pass=getattr(args, "evaluation_pass", True),
+                      fast_forward=getattr(args, "fast_forward", True))
     redirect = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     with redirect:
         outcome = run_watched(plan["target"], plan["args"], session, module=plan["module"])
@@ -227,7 +235,7 @@ def _run_here(plan: dict, args) -> dict:
 
 def _run_child(plan: dict, args) -> dict:
     from kb_tools.watch.report import merge_reports
-    from kb_tools.watch.run import ENV_EVERY, ENV_MODULE, ENV_NO_PASS, ENV_OUT, ENV_STEPS
+    from kb_tools.watch.run import ENV_EVERY, ENV_MODULE, ENV_NO_FAST_FORWARD, ENV_NO_PASS, ENV_OUT, ENV_STEPS
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with tempfile.TemporaryDirectory(prefix="kb-watch-") as out:
         env = dict(os.environ)
@@ -236,6 +244,7 @@ def _run_child(plan: dict, args) -> dict:
         env[ENV_EVERY] = str(args.every) if args.every else ""
         env[ENV_STEPS] = str(args.steps) if args.steps else ""
         env[ENV_NO_PASS] = "0" if getattr(args, "evaluation_pass", True) else "1"
+        env[ENV_NO_FAST_FORWARD] = "0" if getattr(args, "fast_forward", True) else "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
         argv = [*plan["exe"], plan["target"], *plan["args"]] if plan["mode"] == "torchrun" else \
             [*plan["exe"], "-m", "kb_tools.watch.run", plan["target"], *plan["args"]]

@@ -883,8 +883,15 @@ def _loader_next(original):
         if s is not None and s.in_pass and not s.stopped \
                 and s.cuts(getattr(self, "_kb_watch_serial", None)):
             raise StopIteration  # --steps reached: this training epoch ends here (Session.end_epoch_early)
+        if s is not None and s.fast_forwarding and not s.stopped \
+                and s.fast_forward_cuts(getattr(self, "_kb_watch_loader", None), getattr(self, "_kb_watch_given", 0)):
+            raise StopIteration  # the rest of the script in brief (Session.fast_forward_cuts)
         batch = original(self)
         if s is not None and not s.stopped:
+            try:
+                self._kb_watch_given = getattr(self, "_kb_watch_given", 0) + 1
+            except AttributeError:
+                pass
             _guard(s, "batch", s.batch, getattr(self, "_kb_watch_loader", None), batch,
                    getattr(self, "_kb_watch_serial", None))
         return batch

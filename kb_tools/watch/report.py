@@ -143,12 +143,21 @@ def _evaluation_pass_words(run: dict) -> str:
                     "watch the whole run to check it")
         return ""
     if not state.get("batches") and not state.get("model_calls"):
-        return f"; no evaluation ran before {state.get('ended_by') or 'the stop'}"
+        return (f"; no evaluation ran before {state.get('ended_by') or 'the stop'}"
+                + _fast_forward_words(state.get("fast_forward")))
     text = (f" and an evaluation pass of {plural(state.get('batches', 0), 'batch', 'batches')} and "
             f"{plural(state.get('model_calls', 0), 'model call')}, ended by {state.get('ended_by') or 'the stop'}")
     if state.get("resumed_steps"):
         text += f", then {plural(state['resumed_steps'], 'training step')} after it"
-    return text
+    return text + _fast_forward_words(state.get("fast_forward"))
+
+
+def _fast_forward_words(brief: dict | None) -> str:
+    if not brief:
+        return ""
+    return (f", then the rest of the script in brief ({plural(brief.get('steps', 0), 'step')} and "
+            f"{plural(brief.get('model_calls', 0), 'model call')}, one batch per training epoch; ended by "
+            f"{brief.get('ended_by') or 'the script end'})")
 
 
 def to_json_text(report: dict) -> str:

@@ -5,11 +5,14 @@ module, `python -m kb_tools.watch.run SCRIPT ARGS` is the same run in a child: w
 starts for another interpreter, and what each torchrun rank runs. Its settings come from the
 environment (KB_WATCH_OUT, the folder it writes its report to, one file per rank;
 KB_WATCH_STEPS; KB_WATCH_EVERY; KB_WATCH_MODULE=1 when SCRIPT is a module name, as `-m`;
-KB_WATCH_NO_EVALUATION_PASS=1 for --no-evaluation-pass).
+KB_WATCH_NO_EVALUATION_PASS=1 for --no-evaluation-pass; KB_WATCH_NO_FAST_FORWARD=1 for
+--no-fast-forward).
 
 After --steps N optimizer steps the training loader's epoch ends early, so the script's own
-evaluation runs under watch (Session.end_epoch_early); then, or at once when no DataLoader feeds
-the steps, a hook raises StopWatching; it unwinds the user's code (their `finally` blocks run)
+evaluation runs under watch (Session.end_epoch_early), a few training steps after it, and then
+the rest of the script in brief, each later training epoch cut to one batch (Session.fast_forward_cuts)
+until the script ends or a limit is reached; then, or at once when no DataLoader feeds the steps,
+a hook raises StopWatching; it unwinds the user's code (their `finally` blocks run)
 and is caught here. The user's own exceptions are printed as Python
 prints them (without the runner's frames) and become the run's exit status, 1, as in Python.
 """
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 
 ENV_OUT, ENV_STEPS, ENV_EVERY, ENV_MODULE = "KB_WATCH_OUT", "KB_WATCH_STEPS", "KB_WATCH_EVERY", "KB_WATCH_MODULE"
 ENV_NO_PASS = "KB_WATCH_NO_EVALUATION_PASS"
+ENV_NO_FAST_FORWARD = "KB_WATCH_NO_FAST_FORWARD"
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # kb_tools/
 
 
@@ -117,7 +121,10 @@ def _ended_evaluation_pass(session, exc: BaseException) -> bool:
     if state is None or session.stopped or isinstance(exc, KeyboardInterrupt):
         return False
     error = f"an error in the script: {type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
-    if state.resumed:   # the evaluation had ended; the training after it raised
+    if state.fast_forward:   # the rest of the script, run in brief, raised (its epochs were cut short)
+        state.fast_forward_end = error
+        where = "while the rest of the script ran in brief"
+    elif state.resumed:   # the evaluation had ended; the training after it raised
         state.ended_by = f"{state.ended_by}, then {error} in the training after it"
         where = "in the training watched after the evaluation pass"
     else:
@@ -162,7 +169,8 @@ def main(argv=None) -> int:
     rank = int(os.environ["RANK"]) if os.environ.get("RANK", "").isdigit() else None
     module = os.environ.get(ENV_MODULE) == "1"
     session = Session(every=_env_int(ENV_EVERY, DEFAULT_EVERY), max_steps=_env_int(ENV_STEPS, None), rank=rank,
-                      evaluation_pass=os.environ.get(ENV_NO_PASS) != "1")
+                      evaluation_pass=os.environ.get(ENV_NO_PASS) != "1",
+                      fast_forward=os.environ.get(ENV_NO_FAST_FORWARD) != "1")
     outcome = run_watched(argv[0], argv[1:], session, module=module)
     report = build_report(session, outcome, command=argv, script=argv[0])
     out = os.environ.get(ENV_OUT)

@@ -30,6 +30,13 @@ EVALUATION_PASS_CALLS = 200  # batches, or model calls, the evaluation pass afte
 # pass: an evaluation that leaves the model in eval mode shows only in the training after it (KBW012
 # asks for 3 such steps).
 RESUMED_STEPS = 3
+# Then the rest of the script runs in brief (the fast-forward): each later epoch of the training loader
+# gives one batch, each pass over another loader at most FAST_FORWARD_BATCHES, until the script ends or
+# FAST_FORWARD_STEPS optimizer steps or FAST_FORWARD_CALLS model calls have run. What a script does late
+# (its closing evaluation, a schedule's later epochs) is then watched too.
+FAST_FORWARD_STEPS = 200
+FAST_FORWARD_BATCHES = 2
+FAST_FORWARD_CALLS = 2000
 
 
 # ---------------------------------------------------------------- what the run holds
@@ -196,7 +203,9 @@ class SpreadCall:
 class EvaluationPass:
     """The part of the run after --steps: the training loader's epoch cut short, the script's own
     evaluation watched, then, when an evaluation ran, RESUMED_STEPS steps of the training that
-    follows it, then the stop. `ended_by` says what ended the evaluation."""
+    follows it, then the rest of the script in brief (`fast_forward`: each later training epoch one
+    batch, see Session.fast_forward_cuts) or, with that off, the stop. `ended_by` says what ended
+    the evaluation, `fast_forward_end` what ended the brief run (None: the script's end)."""
 
     loader: Any                      # weakref to the training loader
     serial: int | None               # the training iterator, whose next batch ends the epoch instead
@@ -205,10 +214,18 @@ class EvaluationPass:
     ended_by: str | None = None
     resumed: bool = False            # training has resumed after the evaluation: the pass is over
     resumed_steps: int = 0           # optimizer steps watched since
+    fast_forward: bool = False       # the rest of the script runs in brief (Session.fast_forward_cuts)
+    fast_forward_steps: int = 0
+    fast_forward_calls: int = 0
+    fast_forward_end: str | None = None
 
     def to_dict(self) -> dict:
-        return {"batches": self.batches, "model_calls": self.model_calls, "ended_by": self.ended_by,
-                "resumed_steps": self.resumed_steps}
+        out: dict[str, Any] = {"batches": self.batches, "model_calls": self.model_calls,
+                               "ended_by": self.ended_by, "resumed_steps": self.resumed_steps}
+        if self.fast_forward:
+            out["fast_forward"] = {"steps": self.fast_forward_steps, "model_calls": self.fast_forward_calls,
+                                   "ended_by": self.fast_forward_end or "the script's end"}
+        return out
 
 
 def _lr(group) -> float:
@@ -222,13 +239,15 @@ class Session:
     """One watched run. Created by the runner (or `watch()`), installed, then read by the report."""
 
     def __init__(self, *, every: int = DEFAULT_EVERY, warmup: int = WARMUP, max_steps: int | None = None,
-                 rank: int | None = None, checks=None, stop_run: bool = True, evaluation_pass: bool = True):
+                 rank: int | None = None, checks=None, stop_run: bool = True, evaluation_pass: bool = True,
+                 fast_forward: bool = True):
         self.every, self.warmup, self.max_steps, self.rank = every, warmup, max_steps, rank
         self.stop_run = stop_run     # raise StopWatching after max_steps (the runner), else just stop watching
         # After max_steps, end the training loader's epoch early so that the script's own evaluation
         # runs once under watch, then watch RESUMED_STEPS steps of the training after it and stop
         # (the runner only; see end_epoch_early and resume).
         self.evaluation_pass = evaluation_pass and stop_run
+        self.fast_forward = fast_forward and self.evaluation_pass   # then the rest of the script, in brief
         self.pass_state: EvaluationPass | None = None
         self.pass_skipped: str | None = None  # why --steps N stopped the run with no evaluation pass
         self._last_batch: tuple[Any, int | None] = (None, None)   # (weakref to its loader, iterator serial)
@@ -387,6 +406,10 @@ class Session:
         info = next((m for m in self.models if m.ref() is module), None)
         if info is not None and self.in_pass and not self.stopped:
             self._count_pass_call("model_calls")
+        elif info is not None and self.fast_forwarding and not self.stopped:
+            self.pass_state.fast_forward_calls += 1
+            if self.pass_state.fast_forward_calls > FAST_FORWARD_CALLS:
+                self.stop_fast_forward(f"the limit of {FAST_FORWARD_CALLS} model calls")
         if self._handlers["on_root_forward"] or self._handlers["on_root_input"]:
             if info is not None:
                 grad_enabled = torch.is_grad_enabled()
@@ -568,11 +591,20 @@ class Session:
             return
         self.step += 1
         self.depth = 0
-        if self.pass_state is not None and self.pass_state.resumed:
-            self.pass_state.resumed_steps += 1
+        state = self.pass_state
+        if state is not None and state.resumed:
             self.sampled_steps += 1   # every step after the pass is checked
-            if self.pass_state.resumed_steps >= RESUMED_STEPS:
-                self.stop(self.pass_state.ended_by or "the training after the evaluation")
+            if state.fast_forward:
+                state.fast_forward_steps += 1
+                if state.fast_forward_steps >= FAST_FORWARD_STEPS:
+                    self.stop_fast_forward(f"the limit of {FAST_FORWARD_STEPS} steps")
+                return
+            state.resumed_steps += 1
+            if state.resumed_steps >= RESUMED_STEPS:
+                if self.fast_forward:
+                    state.fast_forward = True
+                else:
+                    self.stop(state.ended_by or "the training after the evaluation")
             return
         if self.max_steps is not None and self.step >= self.max_steps:
             if self.evaluation_pass and self._last_batch[0] is not None:
@@ -633,9 +665,29 @@ class Session:
         ran no model call has nothing to show after it: the stop comes now."""
         state = self.pass_state
         if state is None or not state.model_calls or RESUMED_STEPS < 1:
-            self.stop(reason)
-            return
+            if state is None or not self.fast_forward:
+                self.stop(reason)
+                return
+            state.fast_forward = True   # nothing to show in the steps after the pass: on to the rest
         state.ended_by, state.resumed = reason, True   # sampling stays on, as end_epoch_early set it
+
+    @property
+    def fast_forwarding(self) -> bool:
+        return self.pass_state is not None and self.pass_state.fast_forward
+
+    def fast_forward_cuts(self, loader, given: int) -> bool:
+        """In the fast-forward: does this iterator of `loader`, which has given `given` batches, end
+        here? The training loader's epochs give one batch each, the other loaders' passes
+        FAST_FORWARD_BATCHES."""
+        state = self.pass_state
+        assert state is not None
+        training = loader is not None and state.loader is not None and state.loader() is loader
+        return given >= (1 if training else FAST_FORWARD_BATCHES)
+
+    def stop_fast_forward(self, reason: str) -> None:
+        assert self.pass_state is not None
+        self.pass_state.fast_forward_end = reason
+        self.stop(reason)
 
     def stop(self, reason: str) -> None:
         """End the evaluation pass: record what ended it, take the last measurements, raise StopWatching."""
