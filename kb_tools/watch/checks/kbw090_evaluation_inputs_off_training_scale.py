@@ -14,10 +14,13 @@ well inside those bounds; a missing Normalize (inputs in [0, 1] against standard
 quarter of the spread), min-max scaling in place of standardization, unscaled features or raw
 0-255 pixels do not. (KBW023 judges the first layer's inputs at a factor of 10 on sampled steps;
 this check reads the model's own inputs at the finer bound, and counts as evaluation only batches
-that no backward() follows.) A model whose training inputs carry a graph, made by trained layers
-(the layers of a model whose forward() is called directly are watched one by one), is not judged:
-those inputs move with the weights, not with preprocessing. Each summary reads two numbers of a call's input: on an accelerator
-that waits for the call's inputs, on the first MAX_CALLS calls of each kind only. A model that
+that no backward() follows.) A model whose training inputs carry a graph, made by trained
+layers (a classifier on an encoder's features; the layers of a model whose forward() is called
+directly, watched one by one), sees inputs that move with the weights as training goes on: each
+of its evaluation calls is compared with its latest MAX_CALLS training calls before it, not its
+first. Each summary reads two numbers of a call's input: on an accelerator
+that waits for the call's inputs, on the first MAX_CALLS calls of each kind only (the latest
+computed training inputs are summarized on the device and read at an evaluation call). A model that
 transforms its inputs in eval mode only (below) is meant to be given raw inputs then, and is not
 judged this way.
 
@@ -39,6 +42,7 @@ receives computed values, not the model's inputs, and is not watched.
 """
 from __future__ import annotations
 
+import collections
 import math
 
 import torch
@@ -60,11 +64,13 @@ MATCH_RATIO = 2.0
 
 
 class _Inputs:
-    __slots__ = ("name", "train", "eval", "eval_step", "computed")
+    __slots__ = ("name", "train", "eval", "eval_step", "computed", "recent", "windows")
 
     def __init__(self, name: str):
         self.name = name
         self.computed = False   # a training input came out of trained layers: not the model's data
+        self.recent: collections.deque = collections.deque(maxlen=MAX_CALLS)  # [mean, std] tensors, latest calls
+        self.windows: list = []  # (mean, std) of `recent` at each evaluation call kept in `eval`
         self.train: list = []   # [(mean, std)] of up to MAX_CALLS training calls
         self.eval: list = []    # the same for evaluation calls
         self.eval_step = None
@@ -117,19 +123,30 @@ class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
                 return
             m = self.models[id(model)] = _Inputs(model.cls)
         kept = m.train if training else m.eval
-        if len(kept) >= MAX_CALLS:
-            return
         x = first_tensor(args)
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.layout != torch.strided \
                 or x.numel() < MIN_VALUES:
             return   # a sparse input has no std_mean
         if training and x.grad_fn is not None:
-            m.computed = True   # made by trained layers (a model whose forward was called directly, its
-            return              # layers watched one by one): its scale moves with training, not preprocessing
+            # made by trained layers: its scale moves with the weights, so evaluation calls are compared
+            # with the training calls just before them (kept on the device: no wait for them here)
+            m.computed = True
+            std, mean = torch.std_mean(x.detach().float())
+            m.recent.append(torch.stack([mean, std]))
+            return
+        if len(kept) >= MAX_CALLS:
+            return
+        window = None
+        if not training and m.computed:
+            if len(m.recent) < MIN_TRAIN:
+                return
+            window = tuple(torch.stack(list(m.recent)).mean(0).tolist())
         std, mean = torch.std_mean(x.detach().float())
         pair = torch.stack([mean, std]).tolist()
-        if all(math.isfinite(v) for v in pair):
+        if all(math.isfinite(v) for v in pair + list(window or ())):
             kept.append(tuple(pair))
+            if window is not None:
+                m.windows.append(window)
             if not training and m.eval_step is None:
                 m.eval_step = self.session.step
 
@@ -194,19 +211,24 @@ class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
         out = self._transform_findings()
         scales_itself = {t.owner for t in self.transforms.values() if t.identity and t.moved}
         for key, m in self.models.items():
-            if len(m.train) < MIN_TRAIN or len(m.eval) < MIN_EVAL or key in scales_itself or m.computed:
+            train = m.windows if m.computed else m.train
+            if len(train) < (1 if m.computed else MIN_TRAIN) or len(m.eval) < MIN_EVAL or key in scales_itself:
                 continue
-            train_mean, train_std = (sum(v) / len(m.train) for v in zip(*m.train))
+            if m.computed and len(m.windows) != len(m.eval):
+                continue   # evaluation calls seen before its training inputs were computed: not paired
+            train_mean, train_std = (sum(v) / len(train) for v in zip(*train))
             eval_mean, eval_std = (sum(v) / len(m.eval) for v in zip(*m.eval))
             if train_std <= 0:
                 continue
             ratio, shift = eval_std / train_std, abs(eval_mean - train_mean) / train_std
             if 1 / RATIO < ratio < RATIO and shift < SHIFT:
                 continue
+            calls = (f"{len(m.eval)} calls, each against the training calls just before it" if m.computed
+                     else f"{len(m.eval)} and {len(m.train)} calls")
             message = (f"{m.name} is evaluated on inputs with mean {eval_mean:.3g} and standard deviation "
-                       f"{eval_std:.3g}, against {train_mean:.3g} and {train_std:.3g} in training ({len(m.eval)} and "
-                       f"{len(m.train)} calls; spread ratio {ratio:.2g}, shift {shift:.2g} training standard "
-                       f"deviations): a preprocessing step (Normalize, a fitted scaler, a division by 255) is "
+                       f"{eval_std:.3g}, against {train_mean:.3g} and {train_std:.3g} in training ({calls}; spread "
+                       f"ratio {ratio:.2g}, shift {shift:.2g} training standard deviations): a preprocessing step "
+                       f"(Normalize, a fitted scaler, a division by 255) is "
                        f"applied to one split and not the other. Build both splits' inputs through the same "
                        f"transform, with the statistics fitted on the training split")
             out.append(self.finding(message, step=m.eval_step, evidence={
