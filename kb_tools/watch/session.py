@@ -252,6 +252,7 @@ class Session:
         self.pass_skipped: str | None = None  # why --steps N stopped the run with no evaluation pass
         self._last_batch: tuple[Any, int | None] = (None, None)   # (weakref to its loader, iterator serial)
         self.step = 0                # steps of the primary optimizer completed
+        self.run_steps = 0           # the steps they stand for: a step of the brief run is a whole epoch
         self.sampled = True
         self.sampled_steps = 1       # step 0 is sampled
         self.stopped = False
@@ -590,6 +591,7 @@ class Session:
         if id(opt) != self._primary:
             return
         self.step += 1
+        self.run_steps += self._epoch_length() if self.fast_forwarding else 1
         self.depth = 0
         state = self.pass_state
         if state is not None and state.resumed:
@@ -683,6 +685,16 @@ class Session:
         assert state is not None
         training = loader is not None and state.loader is not None and state.loader() is loader
         return given >= (1 if training else FAST_FORWARD_BATCHES)
+
+    def _epoch_length(self) -> int:
+        """The steps one epoch of the training loader takes (1 when unknown): what a step of the brief
+        run stands for, since each of its epochs gives one batch."""
+        state = self.pass_state
+        loader = state.loader() if state is not None and state.loader is not None else None
+        try:
+            return max(1, len(loader)) if loader is not None else 1
+        except TypeError:   # an iterable dataset has no length
+            return 1
 
     def stop_fast_forward(self, reason: str) -> None:
         assert self.pass_state is not None

@@ -2,7 +2,8 @@
 
 Criterion: every param group's lr is at most 1/10,000 of the largest lr the optimizer had (and
 that peak is above 0), and it stays there for the rest of the run, over at least 3 optimizer
-steps and at least 10% of the steps watched. The lr is read at every step (a float per param
+steps and at least 10% of the steps watched (a step of the brief run after --steps, one batch of
+an epoch, counts as that epoch's steps: Session.run_steps). The lr is read at every step (a float per param
 group), so a decay too quick for the sampled steps is seen. A schedule that reaches zero only
 at its very end (cosine to 0) spends well under 1% of the run that low and is not reported. A
 learning rate below 0 counts as that low (the message then says the steps climb; KBW091 measures it).
@@ -28,11 +29,16 @@ def _lrs(opt) -> list:
     return out
 
 
+def _brief_share(low: int, total: int) -> str:
+    return f", {low / total:.0%} of the run when each epoch run in brief counts as the steps it stands for"
+
+
 class _State:
-    __slots__ = ("peak", "peak_step", "low_since", "low_samples", "low_lr", "last_lr", "last_step")
+    __slots__ = ("peak", "peak_step", "low_since", "low_since_run", "low_samples", "low_lr", "last_lr", "last_step")
 
     def __init__(self):
         self.peak, self.peak_step, self.low_since, self.low_samples = 0.0, None, None, 0
+        self.low_since_run = 0   # Session.run_steps when the lr went that low
         self.low_lr = self.last_lr = self.last_step = None
 
 
@@ -69,6 +75,7 @@ class LrDecayedToZero(Check):
         if st.peak > 0 and now <= st.peak * DECAY:
             if st.low_since is None:
                 st.low_since, st.low_samples, st.low_lr = self.session.step, 0, now
+                st.low_since_run = self.session.run_steps
             st.low_samples += 1
             st.last_lr, st.last_step = now, self.session.step
         else:
@@ -87,7 +94,8 @@ class LrDecayedToZero(Check):
             if st.low_since is None or st.low_samples < MIN_SAMPLES:
                 continue
             low_steps = s.step - st.low_since
-            if low_steps < MIN_SHARE * s.step:
+            low_run = s.run_steps - st.low_since_run
+            if low_run < MIN_SHARE * s.run_steps:
                 continue
             info = s.optimizers.get(key)
             schedulers = s.schedulers_of(key)
@@ -98,7 +106,8 @@ class LrDecayedToZero(Check):
                       "from then on no step moves the weights")
             later = f", {st.last_lr:.3g} at step {st.last_step}" if st.last_step != st.low_since else ""
             message = (f"the learning rate fell from {st.peak:.3g} at step {st.peak_step} to {st.low_lr:.3g} by step "
-                       f"{st.low_since}{later}, and stayed that low for {low_steps} of the {plural(s.step, 'step')} watched "
+                       f"{st.low_since}{later}, and stayed that low for {low_steps} of the {plural(s.step, 'step')} watched"
+                       f"{_brief_share(low_run, s.run_steps) if s.run_steps != s.step else ''} "
                        f"({created_at('optimizer', info.site if info else None)}){ticks}: {effect}")
             out.append(self.finding(message, where=schedulers[0].site if schedulers else (info.site if info else None),
                                     step=st.low_since, evidence={
