@@ -1471,6 +1471,31 @@ def test_a_loader_trains_once_a_backward_follows_its_batch_and_evaluates_after_t
     assert roles.batch(train) is None               # each role is told once
 
 
+def test_the_end_of_the_run_settles_what_followed_the_last_batch():
+    """An evaluation over two batches that ends the script has no next batch to settle its second one:
+    the end of the run does, and a last batch nothing used settles nothing."""
+    from types import SimpleNamespace
+
+    from kb_tools.watch.checks.loaders import LoaderRoles
+
+    class Loader:
+        pass
+
+    model = SimpleNamespace(module=SimpleNamespace(training=False))
+    roles, train, val = LoaderRoles(), Loader(), Loader()
+    roles.batch(train)
+    roles.backward()
+    assert roles.batch(val) == ("training", train)
+    roles.model_call(model, grad_enabled=False)
+    assert roles.batch(val) is None
+    roles.model_call(model, grad_enabled=False)
+    assert roles.finish() == ("evaluation", val)
+    assert roles.finish() is None                   # settled once
+    idle = LoaderRoles()
+    idle.batch(val)
+    assert idle.finish() is None
+
+
 def test_a_loader_built_again_over_its_dataset_goes_on_with_the_evaluation_tally_but_not_a_training_one():
     """An evaluation helper that builds a one-batch loader on each call settles as evaluation on its second
     call; a loader over the training loader's own dataset (an evaluation on the training set) starts

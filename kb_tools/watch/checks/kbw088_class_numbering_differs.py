@@ -12,7 +12,8 @@ list of at least 2 distinct strings (its order numbers the classes); a fitted la
 the dataset counts by its `classes_`. The splits disagree when two maps of one name share at least 2
 keys and map one of them to different values, or when two lists hold the same names in another
 order. A validation map that holds fewer classes than training but numbers them as training does
-is silent, as are per-split tables that number nothing (counts, weights).
+is silent, as are per-split tables that number nothing (counts, weights). A loader whose role settles
+only at the end of the run (an evaluation of two batches that ends the script) is compared then.
 """
 from __future__ import annotations
 

@@ -164,6 +164,7 @@ class ScalerFittedOnAllSplits(LoaderRoleCheck):
             self._judge(loader)
 
     def on_end(self):
+        super().on_end()
         loader = self.training() if self.training is not None else None
         if loader is not None and self.found is None and self.judged < 2:
             self._judge(loader)

@@ -87,6 +87,11 @@ class LoaderRoles:
     def backward(self) -> None:
         self.backward_seen = True
 
+    def finish(self):
+        """The run is over: what followed the last batch settles its loader's role too (an evaluation
+        that ends the script has no next batch to do it)."""
+        return self._settle()
+
     def _settle(self):
         state, loader, self.latest, self.latest_loader = self.latest, self.latest_loader, None, None
         if state is None:
@@ -121,6 +126,11 @@ class LoaderRoleCheck(Check):
 
     def on_any_backward(self, tensors):
         self.roles.backward()
+
+    def on_end(self):
+        settled = self.roles.finish()
+        if settled is not None:
+            self.on_loader_role(*settled)
 
     def on_loader_role(self, role: str, loader) -> None:
         """`loader` has just shown itself a "training" or an "evaluation" loader."""
