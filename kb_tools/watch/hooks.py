@@ -880,12 +880,10 @@ def _loader_next(original):
     @functools.wraps(original)
     def __next__(self):
         s = _active
-        if s is not None and s.in_pass and not s.stopped \
-                and s.cuts(getattr(self, "_kb_watch_serial", None)):
-            raise StopIteration  # --steps reached: this training epoch ends here (Session.end_epoch_early)
-        if s is not None and s.fast_forwarding and not s.stopped \
-                and s.fast_forward_cuts(getattr(self, "_kb_watch_loader", None), getattr(self, "_kb_watch_given", 0)):
-            raise StopIteration  # the rest of the script in brief (Session.fast_forward_cuts)
+        if s is not None and s.pass_state is not None and s.cuts(getattr(self, "_kb_watch_serial", None),
+                                                                getattr(self, "_kb_watch_loader", None),
+                                                                getattr(self, "_kb_watch_given", 0)):
+            raise StopIteration  # after --steps: this epoch (or pass) ends here (Session.cuts)
         batch = original(self)
         if s is not None and not s.stopped:
             try:

@@ -155,9 +155,9 @@ def _evaluation_pass_words(run: dict) -> str:
 def _fast_forward_words(brief: dict | None) -> str:
     if not brief:
         return ""
+    ended = brief.get("ended_by") or "the script's end"
     return (f", then the rest of the script in brief ({plural(brief.get('steps', 0), 'step')} and "
-            f"{plural(brief.get('model_calls', 0), 'model call')}, one batch per training epoch; ended by "
-            f"{brief.get('ended_by') or 'the script end'})")
+            f"{plural(brief.get('model_calls', 0), 'model call')}, one batch per training epoch; ended by {ended})")
 
 
 def to_json_text(report: dict) -> str:

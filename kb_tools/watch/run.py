@@ -10,7 +10,7 @@ KB_WATCH_NO_EVALUATION_PASS=1 for --no-evaluation-pass; KB_WATCH_NO_FAST_FORWARD
 
 After --steps N optimizer steps the training loader's epoch ends early, so the script's own
 evaluation runs under watch (Session.end_epoch_early), a few training steps after it, and then
-the rest of the script in brief, each later training epoch cut to one batch (Session.fast_forward_cuts)
+the rest of the script in brief, each later training epoch cut to one batch (Session.cuts)
 until the script ends or a limit is reached; then, or at once when no DataLoader feeds the steps,
 a hook raises StopWatching; it unwinds the user's code (their `finally` blocks run)
 and is caught here. The user's own exceptions are printed as Python

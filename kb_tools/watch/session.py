@@ -204,7 +204,7 @@ class EvaluationPass:
     """The part of the run after --steps: the training loader's epoch cut short, the script's own
     evaluation watched, then, when an evaluation ran, RESUMED_STEPS steps of the training that
     follows it, then the rest of the script in brief (`fast_forward`: each later training epoch one
-    batch, see Session.fast_forward_cuts) or, with that off, the stop. `ended_by` says what ended
+    batch, see Session.cuts) or, with that off, the stop. `ended_by` says what ended
     the evaluation, `fast_forward_end` what ended the brief run (None: the script's end)."""
 
     loader: Any                      # weakref to the training loader
@@ -214,7 +214,7 @@ class EvaluationPass:
     ended_by: str | None = None
     resumed: bool = False            # training has resumed after the evaluation: the pass is over
     resumed_steps: int = 0           # optimizer steps watched since
-    fast_forward: bool = False       # the rest of the script runs in brief (Session.fast_forward_cuts)
+    fast_forward: bool = False       # the rest of the script runs in brief (Session.cuts)
     fast_forward_steps: int = 0
     fast_forward_calls: int = 0
     fast_forward_end: str | None = None
@@ -244,8 +244,8 @@ class Session:
         self.every, self.warmup, self.max_steps, self.rank = every, warmup, max_steps, rank
         self.stop_run = stop_run     # raise StopWatching after max_steps (the runner), else just stop watching
         # After max_steps, end the training loader's epoch early so that the script's own evaluation
-        # runs once under watch, then watch RESUMED_STEPS steps of the training after it and stop
-        # (the runner only; see end_epoch_early and resume).
+        # runs once under watch, then watch RESUMED_STEPS steps of the training after it, then the
+        # rest of the script in brief, or stop (the runner only; see end_epoch_early and resume).
         self.evaluation_pass = evaluation_pass and stop_run
         self.fast_forward = fast_forward and self.evaluation_pass   # then the rest of the script, in brief
         self.pass_state: EvaluationPass | None = None
@@ -408,9 +408,7 @@ class Session:
         if info is not None and self.in_pass and not self.stopped:
             self._count_pass_call("model_calls")
         elif info is not None and self.fast_forwarding and not self.stopped:
-            self.pass_state.fast_forward_calls += 1
-            if self.pass_state.fast_forward_calls > FAST_FORWARD_CALLS:
-                self.stop_fast_forward(f"the limit of {FAST_FORWARD_CALLS} model calls")
+            self._count_pass_call("fast_forward_calls", FAST_FORWARD_CALLS, "model calls")
         if self._handlers["on_root_forward"] or self._handlers["on_root_input"]:
             if info is not None:
                 grad_enabled = torch.is_grad_enabled()
@@ -639,10 +637,10 @@ class Session:
     def end_epoch_early(self) -> None:
         """--steps reached in a run fed by a DataLoader: the training iterator's next batch ends its
         epoch instead, so the script goes on to what it does after an epoch (its evaluation, its
-        per-epoch scheduler step) and the checks see that too, on every call. The run stops at the
+        per-epoch scheduler step) and the checks see that too, on every call. The pass ends at the
         next backward or optimizer step, at the first batch of the training loader's next epoch
         (drawn with grad on; the checks see it), or after EVALUATION_PASS_CALLS batches or model
-        calls."""
+        calls (see resume)."""
         loader, serial = self._last_batch
         self.pass_state = EvaluationPass(loader=loader, serial=serial)
         if not self.sampled:
@@ -664,7 +662,8 @@ class Session:
         """Training resumed (`reason`) after the evaluation pass. When the pass ran the model, the
         next RESUMED_STEPS optimizer steps are watched, every one sampled, before the stop (see
         on_step_post): that is where a model left in eval mode by its evaluation shows. A pass that
-        ran no model call has nothing to show after it: the stop comes now."""
+        ran no model call has nothing to show after it: the rest of the script runs in brief at
+        once, or, with that off, the stop comes now."""
         state = self.pass_state
         if state is None or not state.model_calls or RESUMED_STEPS < 1:
             if state is None or not self.fast_forward:
@@ -677,8 +676,8 @@ class Session:
     def fast_forwarding(self) -> bool:
         return self.pass_state is not None and self.pass_state.fast_forward
 
-    def fast_forward_cuts(self, loader, given: int) -> bool:
-        """In the fast-forward: does this iterator of `loader`, which has given `given` batches, end
+    def _fast_forward_cuts(self, loader, given: int) -> bool:
+        """In the brief run: does this iterator of `loader`, which has given `given` batches, end
         here? The training loader's epochs give one batch each, the other loaders' passes
         FAST_FORWARD_BATCHES."""
         state = self.pass_state
@@ -709,15 +708,25 @@ class Session:
         self.stopped = True
         raise StopWatching()
 
-    def cuts(self, serial: int | None) -> bool:
-        """Is this the training iterator, whose epoch the evaluation pass ends early?"""
+    def cuts(self, serial: int | None, loader=None, given: int = 0) -> bool:
+        """Does this DataLoader iterator (`serial`, of `loader`, `given` batches so far) end here? In
+        the evaluation pass, the training iterator does; in the brief run after it, every iterator
+        once it has given its share (_fast_forward_cuts)."""
+        if self.stopped:
+            return False
+        if self.fast_forwarding:
+            return self._fast_forward_cuts(loader, given)
         state = self.pass_state
         return state is not None and not state.resumed and serial is not None and serial == state.serial
 
-    def _count_pass_call(self, attribute: str) -> None:
+    def _count_pass_call(self, attribute: str, limit: int = EVALUATION_PASS_CALLS, what: str | None = None) -> None:
+        """Count one more batch or model call of the pass (or of the brief run after it) in
+        `attribute`; the one past `limit` stops the run."""
         state = self.pass_state
-        if getattr(state, attribute) >= EVALUATION_PASS_CALLS:  # this one would be past the limit
-            self.stop(f"the limit of {EVALUATION_PASS_CALLS} {attribute.replace('_', ' ')}")
+        assert state is not None
+        if getattr(state, attribute) >= limit:  # this one would be past the limit
+            reason = f"the limit of {limit} {what or attribute.replace('_', ' ')}"
+            (self.stop_fast_forward if state.fast_forward else self.stop)(reason)
         setattr(state, attribute, getattr(state, attribute) + 1)
 
     def before_backward(self, tensors) -> None:

@@ -211,11 +211,16 @@ class EvaluationInputsOffTrainingScale(LoaderRoleCheck):
         out = self._transform_findings()
         scales_itself = {t.owner for t in self.transforms.values() if t.identity and t.moved}
         for key, m in self.models.items():
-            train = m.windows if m.computed else m.train
-            if len(train) < (1 if m.computed else MIN_TRAIN) or len(m.eval) < MIN_EVAL or key in scales_itself:
+            if len(m.eval) < MIN_EVAL or key in scales_itself:
                 continue
-            if m.computed and len(m.windows) != len(m.eval):
-                continue   # evaluation calls seen before its training inputs were computed: not paired
+            if m.computed:   # each evaluation call against the training calls just before it
+                train = m.windows
+                if len(train) != len(m.eval):
+                    continue   # evaluation calls seen before its training inputs were computed: not paired
+            else:
+                train = m.train
+                if len(train) < MIN_TRAIN:
+                    continue
             train_mean, train_std = (sum(v) / len(train) for v in zip(*train))
             eval_mean, eval_std = (sum(v) / len(m.eval) for v in zip(*m.eval))
             if train_std <= 0:
