@@ -1,6 +1,7 @@
 """How well `kb watch` finds the mistakes its entries describe, and how often it cries wolf.
 
     python bench/watch_quality.py [--only cases|real|bugs] [--json FILE] [--markdown] [--device cuda] [--shard K/N]
+                                 [--split dev|test] [--files dev/NAME.py ...]
 
 1. Cases (tests/watch/cases/<entry>/bug_*.py and fixed_*.py, written next to the checks, and the
    healthy look-alikes of tests/watch/lookalikes/<entry>/*.py): per entry and overall, recall =
@@ -327,14 +328,22 @@ def real_section(folder: str = REAL, run=None, timeout: float = TIMEOUT, root: s
 
 # ---------------------------------------------------------------- 3. real silent bugs
 
-def bug_section(folder: str = BUGS, run=None, steps: int = BUG_STEPS, split: str | None = None) -> dict | None:
+def bug_section(folder: str = BUGS, run=None, steps: int = BUG_STEPS, split: str | None = None,
+                files: list | None = None) -> dict | None:
     """Every script of folder/MANIFEST.yaml by split (only `split`'s when given, so work on dev never prints
-    a test item's findings); None when there is no manifest."""
+    a test item's findings; only the manifest `files` when given: a newly collected batch's first run);
+    None when there is no manifest."""
     items = _load_manifest(os.path.join(folder, "MANIFEST.yaml"))
     if items is None:
         return None
     if split:
         items = [i for i in items if i.get("split", "dev") == split]
+    if files:
+        unknown = sorted(set(files) - {i["file"] for i in items})
+        if unknown:
+            raise SystemExit(f"watch_quality: --files: not in the manifest{' for --split ' + split if split else ''}: "
+                             f"{', '.join(unknown)}")
+        items = [i for i in items if i["file"] in set(files)]
     items = _shard(items)
     run = run or (lambda path: _in_temporary_folder(path, steps))
     rows, missing = [], []
@@ -428,6 +437,8 @@ def main(argv=None) -> int:
                    "third-party ones see a GPU (default cpu: they see none)")
     p.add_argument("--split", choices=["dev", "test"], help="real silent bugs: run this split only (default both)")
     p.add_argument("--shard", default="0/1", metavar="K/N", help="run every Nth script of each section from the Kth")
+    p.add_argument("--files", nargs="+", metavar="FILE", help="real silent bugs: run only these manifest items "
+                   "(as the manifest names them, e.g. dev/NAME.py): a newly collected batch's first run")
     args = p.parse_args(argv)
     global DEVICE, SHARD
     try:
@@ -463,7 +474,7 @@ def main(argv=None) -> int:
             out += real_table(real, args.markdown)
         out.append("")
     if args.only in (None, "bugs"):
-        bugs = results["bugs"] = bug_section(steps=args.bug_steps, split=args.split)
+        bugs = results["bugs"] = bug_section(steps=args.bug_steps, split=args.split, files=args.files)
         watched = f"the first {args.bug_steps} optimizer steps" if args.bug_steps else "the whole run"
         out += ["## Real silent bugs (from public threads)", "", f"each script watched for {watched}", ""]
         if bugs is None:

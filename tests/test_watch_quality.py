@@ -130,6 +130,10 @@ def test_bug_section_reports_dev_and_test_apart(bench, tmp_path):
     assert lines[1].split() == ["dev", "1", "1/1", "(100%)", "1/1", "(100%)"]
     only_dev = bench.bug_section(str(bugs), steps=20, split="dev")
     assert [r["file"] for r in only_dev["rows"]] == ["dev/typo.py"] and only_dev["missing"] == []
+    batch = bench.bug_section(str(bugs), steps=20, files=["test/typo_fixed.py"])   # one batch's first run
+    assert [r["file"] for r in batch["rows"]] == ["test/typo_fixed.py"] and batch["splits"]["test"]["found"] == 0
+    with pytest.raises(SystemExit, match="not in the manifest for --split dev: test/typo_fixed.py"):
+        bench.bug_section(str(bugs), steps=20, split="dev", files=["test/typo_fixed.py"])
     assert bench.bug_section(str(tmp_path / "nothing")) is None
 
 
