@@ -8,9 +8,10 @@ were already non-finite (poisoned by an earlier update); and whether the batch i
 When the gradient turned NaN (not inf: a norm of huge but finite gradients overflows to inf,
 as an explosion does) under a finite float32/float64 loss and the autograd graph behind that
 loss holds a square root, a norm or a power below 1 (derivatives infinite at 0, times 0 in the
-chain rule: NaN) and no torch.where (a guard whose untaken branch is differentiated, nan-loss),
-the finding names nan-grad-at-zero. When the first non-finite module output is float16 and holds
-inf while that module's weights and the batch were finite, it names fp16-overflow.
+chain rule: NaN) and not both a torch.where and a log (a guard such as where(p > 0, p * log(p), 0),
+whose untaken branch is differentiated: nan-loss), the finding names nan-grad-at-zero. When the
+first non-finite module output is float16 and holds inf while that module's weights and the batch
+were finite, it names fp16-overflow.
 
 Between sampled steps the gradient is watched too: on each unsampled step the total gradient
 norm is taken, and a NaN under a finite loss dates the NaN to that step. On the CPU the norm is
@@ -43,15 +44,21 @@ ROOT_OPS = {"SqrtBackward0", "RsqrtBackward0", "LinalgVectorNormBackward0", "Nor
             "NormBackward2", "NormBackward3", "CdistBackward0", "PdistBackward0", "EuclideanDistBackward"}
 
 
+LOG_OPS = {"LogBackward0", "Log2Backward0", "Log10Backward0", "XlogyBackward0"}
+
+
 def _graph_ops(grad_fns) -> tuple:
-    """(root-like ops, whether a torch.where is there) in the autograd graph behind a loss. Read
-    after the backward pass: the nodes stay while the loss's grad_fn is held, their saved
-    tensors are freed, scalars such as a power's exponent are still readable."""
-    roots, where = set(), False
+    """(root-like ops, whether a torch.where guarding a log is there: a where and a log op) in the
+    autograd graph behind a loss. Read after the backward pass: the nodes stay while the loss's
+    grad_fn is held, their saved tensors are freed, scalars such as a power's exponent are still
+    readable."""
+    roots, where, log = set(), False, False
     for node in nodes_from(grad_fns if isinstance(grad_fns, list) else [grad_fns], MAX_NODES):
         name = type(node).__name__
         if name in ROOT_OPS:
             roots.add(name)
+        elif name in LOG_OPS:
+            log = True
         elif name.startswith("PowBackward"):
             try:
                 exponent = float(node._saved_exponent)
@@ -61,7 +68,7 @@ def _graph_ops(grad_fns) -> tuple:
                 roots.add(f"{name} (exponent {exponent:g})")
         elif name.startswith("WhereBackward"):
             where = True
-    return sorted(roots), where
+    return sorted(roots), where and log
 
 
 def _read_at_once(t) -> bool:
@@ -100,6 +107,7 @@ class NonFinite(Check):
         self.batch_step = None
         self.graph = None              # grad_fn of the latest finite float32/64 loss, until the step
         self.roots = self.where = None  # what _graph_ops read behind the loss of the first non-finite gradient
+        # (self.where: a torch.where and a log op, the guard pattern of nan-loss)
         self.grad_call = None          # (step, site) of the first autograd.grad call that returned NaN from finite outputs
         self.step_graph = None         # grad_fn of the latest sampled backward, finite or not, until the step
         # unsampled steps: the tensor the latest backward started from, until its step(); on an
@@ -284,8 +292,8 @@ class NonFinite(Check):
         if at_zero:
             behind = "the gradient taken" if self.grad_call else "that loss"
             parts.append(f"the graph behind {behind} holds {', '.join(self.roots)}, whose derivative is infinite "
-                         f"at 0, and no torch.where: an argument exactly 0 (a zero distance or norm) gives an "
-                         f"inf or NaN gradient; add an epsilon inside the root or mask the zeros before it")
+                         f"at 0, and no torch.where guarding a log: an argument exactly 0 (a zero distance or norm) "
+                         f"gives an inf or NaN gradient; add an epsilon inside the root or mask the zeros before it")
         first = min(s for s in (self.loss_step, self.grad_step, self.grad_call and self.grad_call[0]) if s is not None)
         evidence = {"loss_step": self.loss_step, "loss_value": self.loss_value, "loss": self.loss_where,
                     "grad_step": self.grad_step, "grad_nonfinite_with_finite_loss": self.grad_with_finite_loss,
@@ -294,7 +302,7 @@ class NonFinite(Check):
                     if self.first_module else None, "batch_step": self.batch_step,
                     "grad_step_unsampled": self.grad_unsampled,
                     "autograd_grad_nan": dict(zip(("step", "site"), self.grad_call)) if self.grad_call else None,
-                    "root_ops": self.roots, "where_in_graph": self.where}
+                    "root_ops": self.roots, "where_guarding_log": self.where}
         where = (self.grad_call[1] if self.grad_call else None) or self.loss_site or self.session.where()
         return [self.finding("; ".join(parts), evidence=evidence, where=where,
                              step=first, entry="nan-grad-at-zero" if at_zero else "fp16-overflow" if fp16 else None)]
