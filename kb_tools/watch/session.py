@@ -753,6 +753,8 @@ class Session:
         return before is None or abs(now - before) > 1e-6 * max(now, before)
 
     def after_backward(self, tensors) -> None:
+        if self._handlers["on_any_after_backward"]:
+            self.dispatch("on_any_after_backward", tensors)
         if self.sampled:
             self._event += 1
             self.dispatch("on_after_backward", tensors)

@@ -32,6 +32,7 @@ EVENTS = {
     "on_loss_input": "sampled: a loss function is about to run (LossCall without output)",
     "on_loss": "sampled: a loss function returned (LossCall with output)",
     "on_any_backward": "every call: backward() is about to run (tensors), on any step; must be cheap",
+    "on_any_after_backward": "every call: backward() returned (tensors), on any step; must be cheap",
     "on_before_backward": "sampled: backward() is about to run (tensors)",
     "on_after_backward": "sampled: backward() returned (tensors)",
     "on_any_step_pre": "every call: optimizer.step() is about to run (optimizer), on any step; must be cheap",
@@ -102,6 +103,7 @@ class Check:
     def on_loss_input(self, call): pass
     def on_loss(self, call): pass
     def on_any_backward(self, tensors): pass
+    def on_any_after_backward(self, tensors): pass
     def on_before_backward(self, tensors): pass
     def on_after_backward(self, tensors): pass
     def on_any_step_pre(self, optimizer): pass
