@@ -39,7 +39,7 @@ def _mark(grad):
 
 
 class _State:
-    __slots__ = ("probe", "weights", "before", "writes", "backwards", "kept", "lost", "cleared_all", "moved")
+    __slots__ = ("probe", "weights", "before", "writes", "backwards", "kept", "lost", "moved")
 
     def __init__(self, probe):
         self.probe = weakref.ref(probe)
@@ -49,8 +49,18 @@ class _State:
         self.backwards = 0              # backward() calls of this window that wrote the gradient
         self.kept = 0                   # of those, the ones that found earlier writes still there
         self.lost = 0                   # backward() calls of this window whose gradient was cleared
-        self.cleared_all = True         # every backward() after the first found the gradient cleared
         self.moved = False
+
+
+class _Tally:
+    """An optimizer's judged windows (at least 2 backward() calls each). A window that did not accumulate
+    (kept none) had the gradient cleared before every backward() after its first: KBW100's pattern."""
+
+    __slots__ = ("windows", "hits", "accumulated", "backwards", "lost", "first")
+
+    def __init__(self):
+        self.windows = self.hits = self.accumulated = self.backwards = self.lost = 0
+        self.first = None   # the first step whose window lost backward() calls
 
 
 class BackwardsClearedBeforeTheirStep(Check):
@@ -64,8 +74,7 @@ class BackwardsClearedBeforeTheirStep(Check):
     def __init__(self, session):
         super().__init__(session)
         self.states: dict = {}   # id(optimizer) -> _State of the window under way
-        self.tally: dict = {}    # id(optimizer) -> [windows, windows that lost calls, windows that accumulated,
-        #                          windows cleared throughout, backward() calls, lost ones, first step with a loss]
+        self.tally: dict = {}    # id(optimizer) -> _Tally
         self.reads: dict = {}    # id(GradScaler) -> (scale, growth tracker, step) when last read
 
     def _state(self, opt):
@@ -106,7 +115,6 @@ class BackwardsClearedBeforeTheirStep(Check):
                     st.writes = 0
                 else:
                     st.kept += 1
-                    st.cleared_all = False
             st.writes += 1
             st.backwards += 1
 
@@ -140,26 +148,26 @@ class BackwardsClearedBeforeTheirStep(Check):
 
     def on_any_step_pre(self, optimizer):
         skipped = self._skipped() if self.session.scalers else False
+        judging = skipped is False and self.session.pass_state is None
         for key, st in self.states.items():
-            judged = st.backwards >= 2 and not st.moved and skipped is False and self.session.pass_state is None
-            if judged:
-                t = self.tally.setdefault(key, [0, 0, 0, 0, 0, 0, None])
-                t[0] += 1
-                t[4] += st.backwards
-                t[2] += bool(st.kept)
+            if judging and st.backwards >= 2 and not st.moved:
+                t = self.tally.setdefault(key, _Tally())
+                t.windows += 1
+                t.backwards += st.backwards
+                t.accumulated += bool(st.kept)
                 if st.lost:
-                    t[1] += 1
-                    t[5] += st.lost
-                    t[6] = self.session.step if t[6] is None else t[6]
-                t[3] += st.cleared_all
+                    t.hits += 1
+                    t.lost += st.lost
+                    t.first = self.session.step if t.first is None else t.first
             st.writes = st.backwards = st.kept = st.lost = 0
-            st.cleared_all, st.moved = True, False
+            st.moved = False
 
     def findings(self) -> list:
         out = []
-        for key, (windows, hits, accumulated, cleared_all, backwards, lost, first) in self.tally.items():
-            if hits < MIN_HITS or not accumulated or lost < MIN_LOST_SHARE * backwards \
-                    or cleared_all >= KBW100_SHARE * windows:
+        for key, t in self.tally.items():
+            windows, hits, backwards, lost = t.windows, t.hits, t.backwards, t.lost
+            if hits < MIN_HITS or not t.accumulated or lost < MIN_LOST_SHARE * backwards \
+                    or windows - t.accumulated >= KBW100_SHARE * windows:
                 continue
             info = self.session.optimizers.get(key)
             site = info.site if info is not None else None
@@ -169,7 +177,7 @@ class BackwardsClearedBeforeTheirStep(Check):
                        f"were thrown away ({created_at('optimizer', site)}); a zero_grad() runs inside the window (at "
                        f"the start of an epoch, in a helper): clear the gradients right after step() only, or step "
                        f"on the leftover micro-batches before clearing them")
-            out.append(self.finding(message, where=site, step=first, evidence={
-                "windows": windows, "windows_that_lost_backwards": hits, "windows_that_accumulated": accumulated,
+            out.append(self.finding(message, where=site, step=t.first, evidence={
+                "windows": windows, "windows_that_lost_backwards": hits, "windows_that_accumulated": t.accumulated,
                 "backward_calls": backwards, "backward_calls_lost": lost, "optimizer": info.cls if info else None}))
         return out
