@@ -22,7 +22,6 @@ UNDETECTABLE = {
     "stale-preprocessing-cache": "the cache is files on disk written by an earlier program; the run reads tensors",
     # distributed: needs several ranks compared, or the launcher's configuration
     "ddp-effective-batch-lr": "whether the lr was meant for one GPU or for the world size is a configuration intent",
-    "ddp-no-sync-accumulation": "which backward() ran inside no_sync() is internal to DDP and is not hooked",
     "nonfinite-any-rank-clip": "needs the per-rank skip and clip decisions compared across ranks; each rank is watched alone",
     # fine-tuning: tokenizer facts, export, inference
     "chat-template-mismatch": "the inference template is used in another program than the training run",
