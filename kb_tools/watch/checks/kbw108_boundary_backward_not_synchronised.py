@@ -1,22 +1,31 @@
-"""KBW108: under DistributedDataParallel with gradient accumulation, the last backward() before a step
-ran without gradient synchronisation while an earlier one of the same window synchronised: no_sync()
-wraps the wrong micro-batches (ddp-no-sync-accumulation).
+"""KBW108: under DistributedDataParallel, the backward() right before a step ran without gradient
+synchronisation: no_sync() wraps the wrong micro-batches, or all of them (ddp-no-sync-accumulation).
 
-Criterion: DDP decides when its forward runs whether the coming backward() all-reduces, from its
+DDP decides when its forward runs whether the coming backward() all-reduces, from its
 `require_backward_grad_sync` attribute (no_sync() sets it to False for the block). That attribute is
 read on every grad-enabled call of a watched model that has it (a DistributedDataParallel, or a
-wrapper that follows the same contract), one attribute read per call. Each backward() after such a
+wrapper that follows the same contract): one attribute read per call. Each backward() after such a
 call is tagged with the flag of the model's latest grad-enabled call. A window is the backward()
-calls between two step() calls of an optimizer that holds the model's parameters. A window of at
-least 2 backward() calls whose last backward() ran unsynchronised although an earlier one of the
-window synchronised is a hit: the all-reduce happened on a middle micro-batch, so every rank steps
-with the mean of the early micro-batches plus its own unreduced later ones, and the replicas drift
-apart (the flag set after the forward, `model.require_backward_grad_sync = last` placed before
-backward(), has this effect; so does a no_sync() test that is off by one). Reported when at least
-MIN_HITS windows are hits and they are at least half of the windows of 2 or more backward() calls.
-Not judged: windows in which no backward() synchronised (gradients reduced by hand after a no_sync()
-block, or local SGD that averages parameters, look the same from one rank), windows of a single
-backward(), and the evaluation pass and brief run after --steps.
+calls between two step() calls of an optimizer that holds the model's parameters.
+
+Criterion, the wrong micro-batch synchronised: a window of at least 2 backward() calls whose last
+backward() ran unsynchronised although an earlier one of the window synchronised is a hit: the
+all-reduce happened on a middle micro-batch, so every rank steps with the mean of the early
+micro-batches plus its own unreduced later ones (the flag set after the forward,
+`model.require_backward_grad_sync = last` placed before backward(), does this; so does a no_sync()
+test that is off by one). Reported when at least MIN_HITS windows are hits and they are at least
+MIN_SHARE of the windows of 2 or more backward() calls.
+
+Criterion, nothing synchronised: at least MIN_HITS windows in which no backward() synchronised and
+the gradients were not changed in place between the window's last backward() and the step (one
+small parameter's gradient is looked at, host-side: its identity and version counter), no window
+of the run ever synchronised, and those windows are at least MIN_SHARE of the windows that did not
+synchronise. The whole accumulation loop inside no_sync() leaves each rank with its own local
+gradient. A window whose gradients were changed in place before the step (reduced by hand after
+the no_sync() block, clipped, unscaled by a GradScaler) is not judged: from one rank, a reduction
+by hand cannot be told from the others.
+
+Not judged either: the evaluation pass and brief run after --steps.
 """
 from __future__ import annotations
 
@@ -30,22 +39,30 @@ MIN_SHARE = 0.5
 MAX_MODELS = 8
 
 
-class _Window:
-    """One DDP-like model: the flag of its latest grad-enabled call and the backward() calls of the window
-    under way."""
+def _mark(grad):
+    """What an in-place change of a gradient (an all-reduce by hand, clipping) changes: its version."""
+    return None if grad is None else (id(grad), grad._version)
 
-    __slots__ = ("ref", "cls", "probe", "pending", "flags", "windows", "hits", "first", "pattern", "optimizer")
+
+class _Model:
+    """One DDP-like model: the flag of its latest grad-enabled call, the backward() calls of the window under
+    way, and the windows judged so far."""
+
+    __slots__ = ("ref", "cls", "probe", "pending", "flags", "mark", "mixed", "mixed_hits", "synced", "silent",
+                 "touched", "first", "pattern", "optimizer", "silent_first", "silent_optimizer")
 
     def __init__(self, module, probe):
         self.ref = weakref.ref(module)
         self.cls = type(module).__name__
-        self.probe = id(probe)
+        self.probe = weakref.ref(probe)
         self.pending = None        # the flag of the latest grad-enabled call not yet followed by a backward()
         self.flags: list = []      # per backward() of this window: did its forward synchronise
-        self.windows = self.hits = 0
-        self.first = None          # the step whose window was the first hit
-        self.pattern = None        # that window's flags
-        self.optimizer = None      # id of the optimizer whose step ended it
+        self.mark = None           # _mark of the probe's gradient right after the window's last backward()
+        self.mixed = self.mixed_hits = 0     # windows of 2+ backward() calls, some synchronised; of those, hits
+        self.synced = 0                      # windows in which some backward() synchronised
+        self.silent = self.touched = 0       # windows with none synchronised: gradients left as is / changed
+        self.first = self.pattern = self.optimizer = None     # the first hit of the first criterion
+        self.silent_first = self.silent_optimizer = None      # the first window of the second
 
 
 class BoundaryBackwardNotSynchronised(Check):
@@ -53,13 +70,13 @@ class BoundaryBackwardNotSynchronised(Check):
     code = "KBW108"
     name = "boundary-backward-not-synchronised"
     entry = "ddp-no-sync-accumulation"
-    title = "the backward() right before a DDP step ran inside no_sync() while an earlier micro-batch synchronised"
+    title = "the backward() right before a DDP step ran inside no_sync(): the gradients were not all-reduced"
     confidence = 0.85
 
     def __init__(self, session):
         super().__init__(session)
-        self.models: dict = {}    # id(model) -> _Window
-        self.holds: dict = {}     # (id(optimizer), id(model)) -> does the optimizer hold the model's parameters
+        self.models: dict = {}    # id(model) -> _Model
+        self.holds: dict = {}     # (id(optimizer), id(_Model)) -> does the optimizer hold the model's parameters
 
     def on_root_input(self, model, args, grad_enabled):
         if not grad_enabled:
@@ -68,63 +85,93 @@ class BoundaryBackwardNotSynchronised(Check):
         flag = getattr(module, "__dict__", {}).get(FLAG) if module is not None else None
         if not isinstance(flag, bool):
             return
-        w = self.models.get(id(module))
-        if w is None or w.ref() is not module:
+        m = self.models.get(id(module))
+        if m is None or m.ref() is not module:
             if len(self.models) >= MAX_MODELS:
                 return
             probe = next((p for p in module.parameters() if p.requires_grad), None)
             if probe is None:
                 return
-            w = self.models[id(module)] = _Window(module, probe)
-        w.pending = flag
+            m = self.models[id(module)] = _Model(module, probe)
+        m.pending = flag
 
     def on_any_after_backward(self, tensors):
         if self.session.pass_state is not None:
             return
-        for w in self.models.values():
-            if w.pending is not None:
-                w.flags.append(w.pending)
-                w.pending = None
+        for m in self.models.values():
+            if m.pending is not None:
+                m.flags.append(m.pending)
+                m.pending = None
+                p = m.probe()
+                m.mark = _mark(p.grad) if p is not None else None
 
-    def _holds(self, optimizer, w) -> bool:
-        key = (id(optimizer), id(w))
+    def _holds(self, optimizer, m) -> bool:
+        key = (id(optimizer), id(m))
         held = self.holds.get(key)
         if held is None:
-            held = self.holds[key] = any(id(p) == w.probe for p in self.session.params_of(optimizer))
+            p = m.probe()
+            held = self.holds[key] = p is not None and any(q is p for q in self.session.params_of(optimizer))
         return held
 
     def on_any_step_pre(self, optimizer):
         judging = self.session.pass_state is None
-        for w in self.models.values():
-            if not w.flags or not self._holds(optimizer, w):
+        for m in self.models.values():
+            if not m.flags or not self._holds(optimizer, m):
                 continue
-            flags, w.flags = w.flags, []
-            if not judging or len(flags) < 2 or not any(flags):
+            flags, m.flags = m.flags, []
+            if not judging:
                 continue
-            w.windows += 1
-            if not flags[-1]:
-                w.hits += 1
-                if w.first is None:
-                    w.first, w.pattern, w.optimizer = self.session.step, flags, id(optimizer)
+            if any(flags):
+                m.synced += 1
+                if len(flags) >= 2:
+                    m.mixed += 1
+                    if not flags[-1]:
+                        m.mixed_hits += 1
+                        if m.first is None:
+                            m.first, m.pattern, m.optimizer = self.session.step, flags, id(optimizer)
+                continue
+            p = m.probe()
+            if p is None or _mark(p.grad) != m.mark:
+                m.touched += 1
+                continue
+            m.silent += 1
+            if m.silent_first is None:
+                m.silent_first, m.silent_optimizer = self.session.step, id(optimizer)
 
     def findings(self) -> list:
         out = []
-        for w in self.models.values():
-            if w.hits < MIN_HITS or w.hits < MIN_SHARE * w.windows:
-                continue
-            cls = w.cls
-            info = self.session.optimizers.get(w.optimizer)
-            site = info.site if info is not None else None
-            synced = [str(i + 1) for i, f in enumerate(w.pattern) if f]
-            message = (f"in {w.hits} of {plural(w.windows, 'accumulation window')} of {cls}, the last backward() "
-                       f"before optimizer.step() ran with gradient synchronisation off ({FLAG} was False when its "
-                       f"forward ran, as inside no_sync()) while an earlier backward() of the window synchronised "
-                       f"(first at step {w.first}: micro-batch {names(synced)} of {len(w.pattern)} all-reduced): "
-                       f"each rank steps with its own unreduced gradients of the last micro-batches and the replicas "
-                       f"drift apart ({created_at('optimizer', site)}); run only micro-batches 1 to N-1 inside "
-                       f"no_sync() and the last one outside it, and set {FLAG} before the forward, where DDP reads it")
-            out.append(self.finding(message, where=site, step=w.first, evidence={
-                "model": cls, "windows": w.windows, "windows_with_unsynchronised_last_backward": w.hits,
-                "first_window_synchronised": list(w.pattern)}))
+        for m in self.models.values():
+            if m.mixed_hits >= MIN_HITS and m.mixed_hits >= MIN_SHARE * m.mixed:
+                out.append(self._wrong_micro_batch(m))
+            elif m.silent >= MIN_HITS and not m.synced and m.silent >= MIN_SHARE * (m.silent + m.touched):
+                out.append(self._nothing_synchronised(m))
         return out
 
+    def _site(self, key):
+        info = self.session.optimizers.get(key)
+        return info.site if info is not None else None
+
+    def _wrong_micro_batch(self, m):
+        site = self._site(m.optimizer)
+        synced = [str(i + 1) for i, f in enumerate(m.pattern) if f]
+        message = (f"in {m.mixed_hits} of {plural(m.mixed, 'accumulation window')} of {m.cls}, the last backward() "
+                   f"before optimizer.step() ran with gradient synchronisation off ({FLAG} was False when its "
+                   f"forward ran, as inside no_sync()) while an earlier backward() of the window synchronised "
+                   f"(first at step {m.first}: micro-batch {names(synced)} of {len(m.pattern)} all-reduced): each "
+                   f"rank steps with its own unreduced gradients of the last micro-batches and the replicas drift "
+                   f"apart ({created_at('optimizer', site)}); run only micro-batches 1 to N-1 inside no_sync() and the "
+                   f"last one outside it, and set {FLAG} before the forward, where DDP reads it")
+        return self.finding(message, where=site, step=m.first, evidence={
+            "model": m.cls, "windows": m.mixed, "windows_with_unsynchronised_last_backward": m.mixed_hits,
+            "first_window_synchronised": list(m.pattern)})
+
+    def _nothing_synchronised(self, m):
+        site = self._site(m.silent_optimizer)
+        message = (f"{m.cls} never synchronised its gradients: before each of {plural(m.silent, 'optimizer step')} "
+                   f"every backward() ran with {FLAG} False (inside no_sync()) and nothing changed the gradients "
+                   f"between the last backward() and step() (no all-reduce by hand): on more than one process each "
+                   f"rank steps with its own local gradient and the replicas drift apart "
+                   f"({created_at('optimizer', site)}); leave the last micro-batch's forward and backward outside "
+                   f"no_sync()")
+        return self.finding(message, where=site, step=m.silent_first, evidence={
+            "model": m.cls, "windows_never_synchronised": m.silent, "windows_changed_in_place": m.touched})
