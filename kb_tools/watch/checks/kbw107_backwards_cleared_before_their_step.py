@@ -27,15 +27,12 @@ import weakref
 
 from kb_tools.watch.checks import Check, created_at, plural
 from kb_tools.watch.checks.kbw100_accumulation_cleared_between_backwards import MIN_SHARE as KBW100_SHARE
+from kb_tools.watch.checks.tensors import grad_mark
 
 MIN_HITS = 3
 MIN_LOST_SHARE = 0.1
 MAX_OPTIMIZERS = 8
 
-
-def _mark(grad):
-    """What changes when a backward() writes a gradient: a new tensor, or a newer version of it."""
-    return None if grad is None else (id(grad), grad._version)
 
 
 class _State:
@@ -44,7 +41,7 @@ class _State:
     def __init__(self, probe):
         self.probe = weakref.ref(probe)
         self.weights = 0                # the parameter's own version at the window's first write
-        self.before = None              # _mark of its gradient before the backward() under way
+        self.before = None              # grad_mark of its gradient before the backward() under way
         self.writes = 0                 # backward() calls of this window whose gradient is still held
         self.backwards = 0              # backward() calls of this window that wrote the gradient
         self.kept = 0                   # of those, the ones that found earlier writes still there
@@ -96,14 +93,14 @@ class BackwardsClearedBeforeTheirStep(Check):
             st = self._state(opt)
             if st is not None:
                 p = st.probe()
-                st.before = _mark(p.grad) if p is not None else None
+                st.before = grad_mark(p.grad) if p is not None else None
 
     def on_any_after_backward(self, tensors):
         if self.session.pass_state is not None:
             return
         for st in self.states.values():
             p = st.probe()
-            if p is None or p.grad is None or _mark(p.grad) == st.before:
+            if p is None or p.grad is None or grad_mark(p.grad) == st.before:
                 continue   # this backward() did not write this optimizer's parameter
             if not st.backwards:
                 st.weights = p._version   # the window's first write: the step before it has run

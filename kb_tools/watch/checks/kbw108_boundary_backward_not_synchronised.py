@@ -32,16 +32,13 @@ from __future__ import annotations
 import weakref
 
 from kb_tools.watch.checks import Check, created_at, names, plural
+from kb_tools.watch.checks.tensors import grad_mark
 
 FLAG = "require_backward_grad_sync"
 MIN_HITS = 3
 MIN_SHARE = 0.5
 MAX_MODELS = 8
 
-
-def _mark(grad):
-    """What an in-place change of a gradient (an all-reduce by hand, clipping) changes: its version."""
-    return None if grad is None else (id(grad), grad._version)
 
 
 class _Model:
@@ -57,7 +54,7 @@ class _Model:
         self.probe = weakref.ref(probe)
         self.pending = None        # the flag of the latest grad-enabled call not yet followed by a backward()
         self.flags: list = []      # per backward() of this window: did its forward synchronise
-        self.mark = None           # _mark of the probe's gradient right after the window's last backward()
+        self.mark = None           # grad_mark of the probe's gradient right after the window's last backward()
         self.mixed = self.mixed_hits = 0     # windows of 2+ backward() calls, some synchronised; of those, hits
         self.synced = 0                      # windows in which some backward() synchronised
         self.silent = self.touched = 0       # windows with none synchronised: gradients left as is / changed
@@ -103,7 +100,7 @@ class BoundaryBackwardNotSynchronised(Check):
                 m.flags.append(m.pending)
                 m.pending = None
                 p = m.probe()
-                m.mark = _mark(p.grad) if p is not None else None
+                m.mark = grad_mark(p.grad) if p is not None else None
 
     def _holds(self, optimizer, m) -> bool:
         key = (id(optimizer), id(m))
@@ -131,7 +128,7 @@ class BoundaryBackwardNotSynchronised(Check):
                             m.first, m.pattern, m.optimizer = self.session.step, flags, id(optimizer)
                 continue
             p = m.probe()
-            if p is None or _mark(p.grad) != m.mark:
+            if p is None or grad_mark(p.grad) != m.mark:
                 m.touched += 1
                 continue
             m.silent += 1

@@ -237,6 +237,13 @@ def reaches_trained(session, tensor, limit: int = 4096) -> bool:
     return any(id(leaf) in trained for leaf in graph_leaves([tensor], limit))
 
 
+def grad_mark(grad) -> tuple | None:
+    """(identity, version counter) of a gradient, host-side: changes when a backward() writes it (a new
+    tensor, or a newer version) and when anything changes it in place (clipping, an all-reduce by hand);
+    None for no gradient. No value is read."""
+    return None if grad is None else (id(grad), grad._version)
+
+
 def value_fingerprint(p) -> tuple:
     """(sum, sum of magnitudes, sum of squares) in float64: changes when any value of `p` changes
     (short of a change that cancels in all three), without keeping a copy."""
