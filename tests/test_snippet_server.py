@@ -237,9 +237,10 @@ def test_a_busy_rank_is_stopped_by_its_cpu_time(tmp_path):
     code = "import os\nif os.environ['RANK'] == '1':\n    while True:\n        pass\n"
     e = load_entry(tmp_path, snippet=code, launch="torchrun")
     run = snippets.run_snippet(e, "cpu", timeout=2, wall_timeout=600)
-    # stopped by its CPU limit: the 600 s backstop would have let it burn far more CPU than this
-    # (the kernel's own account of the CPU used may fall a tick or two short of the limit it enforced)
-    assert not run.passed and run.timed_out and not run.deadlocked and 1.9 <= run.cpu_seconds < 60
+    # stopped by its CPU limit: the 600 s backstop would have let it burn far more CPU than this.
+    # The rusage account of the CPU used can fall short of the limit the kernel enforced, by 0.34 s
+    # once on a loaded 2-core machine; the server allows it a second (server._hit_cpu_limit).
+    assert not run.passed and run.timed_out and not run.deadlocked and 2 - 1 <= run.cpu_seconds < 60
 
 
 # Rank 1 finishes its work and then blocks, as torch 2.13's gloo teardown sometimes leaves one
