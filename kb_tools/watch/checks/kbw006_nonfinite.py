@@ -106,8 +106,9 @@ class NonFinite(Check):
         self.first_module = None       # (name, class, step, weights finite)
         self.batch_step = None
         self.graph = None              # grad_fn of the latest finite float32/64 loss, until the step
-        self.roots = self.where = None  # what _graph_ops read behind the loss of the first non-finite gradient
-        # (self.where: a torch.where and a log op, the guard pattern of nan-loss)
+        # what _graph_ops read behind the loss of the first non-finite gradient: root-like ops, and whether a
+        # torch.where and a log op are both there (the guard pattern of nan-loss)
+        self.roots = self.guarded_log = None
         self.grad_call = None          # (step, site) of the first autograd.grad call that returned NaN from finite outputs
         self.step_graph = None         # grad_fn of the latest sampled backward, finite or not, until the step
         # unsampled steps: the tensor the latest backward started from, until its step(); on an
@@ -173,7 +174,7 @@ class NonFinite(Check):
             self.grad_call = (self.session.step, site)
             graphs = [o.grad_fn for o in outputs if o.grad_fn is not None]
             if graphs:
-                self.roots, self.where = _graph_ops(graphs)
+                self.roots, self.guarded_log = _graph_ops(graphs)
 
     def on_any_backward(self, tensors):
         if self.session.sampled or self.grad_step is not None:
@@ -199,7 +200,7 @@ class NonFinite(Check):
             if math.isnan(host_grad_norm(grads)) and _finite(loss):
                 self.grad_step, self.grad_with_finite_loss, self.grad_unsampled = s.step, True, True
                 if loss.grad_fn is not None and loss.dtype in (torch.float32, torch.float64):
-                    self.roots, self.where = _graph_ops(loss.grad_fn)
+                    self.roots, self.guarded_log = _graph_ops(loss.grad_fn)
             return
         norm = grad_norm_tensor(grads)
         if loss.device != norm.device or len(self.unread) >= MAX_UNREAD:
@@ -220,7 +221,7 @@ class NonFinite(Check):
             self.grad_step, self.grad_with_finite_loss, self.grad_unsampled = step, True, True
             graph = self.step_graph if self.step_graph is not None else self.graph
             if graph is not None:
-                self.roots, self.where = _graph_ops(graph)
+                self.roots, self.guarded_log = _graph_ops(graph)
 
     def on_before_backward(self, tensors):
         """The tensor backward() starts from: a loss even when no torch loss function made it."""
@@ -248,7 +249,7 @@ class NonFinite(Check):
             self.grad_step = self.session.step
             self.grad_with_finite_loss = self.loss_finite_at == self.session.step and self.loss_step is None
             if self.grad_with_finite_loss and self.graph is not None and math.isnan(norm):
-                self.roots, self.where = _graph_ops(self.graph)
+                self.roots, self.guarded_log = _graph_ops(self.graph)
             self.graph = None
             self._locate()
 
@@ -288,7 +289,7 @@ class NonFinite(Check):
                          "torch.autocast with a GradScaler, use bfloat16, or keep that layer in float32")
         if self.batch_step is not None:
             parts.append(f"the input batch held non-finite values at step {self.batch_step}")
-        at_zero = bool(self.roots) and not self.where
+        at_zero = bool(self.roots) and not self.guarded_log
         if at_zero:
             behind = "the gradient taken" if self.grad_call else "that loss"
             parts.append(f"the graph behind {behind} holds {', '.join(self.roots)}, whose derivative is infinite "
@@ -302,7 +303,7 @@ class NonFinite(Check):
                     if self.first_module else None, "batch_step": self.batch_step,
                     "grad_step_unsampled": self.grad_unsampled,
                     "autograd_grad_nan": dict(zip(("step", "site"), self.grad_call)) if self.grad_call else None,
-                    "root_ops": self.roots, "where_guarding_log": self.where}
+                    "root_ops": self.roots, "where_guarding_log": self.guarded_log}
         where = (self.grad_call[1] if self.grad_call else None) or self.loss_site or self.session.where()
         return [self.finding("; ".join(parts), evidence=evidence, where=where,
                              step=first, entry="nan-grad-at-zero" if at_zero else "fp16-overflow" if fp16 else None)]

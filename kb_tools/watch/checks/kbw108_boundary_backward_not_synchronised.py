@@ -40,12 +40,11 @@ MIN_SHARE = 0.5
 MAX_MODELS = 8
 
 
-
 class _Model:
     """One DDP-like model: the flag of its latest grad-enabled call, the backward() calls of the window under
     way, and the windows judged so far."""
 
-    __slots__ = ("ref", "cls", "probe", "pending", "flags", "mark", "mixed", "mixed_hits", "synced", "silent",
+    __slots__ = ("ref", "cls", "probe", "pending", "flags", "mark", "mixed", "mixed_hits", "ever_synced", "silent",
                  "touched", "first", "pattern", "optimizer", "silent_first", "silent_optimizer")
 
     def __init__(self, module, probe):
@@ -56,7 +55,7 @@ class _Model:
         self.flags: list = []      # per backward() of this window: did its forward synchronise
         self.mark = None           # grad_mark of the probe's gradient right after the window's last backward()
         self.mixed = self.mixed_hits = 0     # windows of 2+ backward() calls, some synchronised; of those, hits
-        self.synced = 0                      # windows in which some backward() synchronised
+        self.ever_synced = False             # some window of the run had a synchronised backward()
         self.silent = self.touched = 0       # windows with none synchronised: gradients left as is / changed
         self.first = self.pattern = self.optimizer = None     # the first hit of the first criterion
         self.silent_first = self.silent_optimizer = None      # the first window of the second
@@ -73,7 +72,7 @@ class BoundaryBackwardNotSynchronised(Check):
     def __init__(self, session):
         super().__init__(session)
         self.models: dict = {}    # id(model) -> _Model
-        self.holds: dict = {}     # (id(optimizer), id(_Model)) -> does the optimizer hold the model's parameters
+        self.holds: dict = {}     # (id(optimizer), id(_Model)) -> (weakref to the optimizer, does it hold the model)
 
     def on_root_input(self, model, args, grad_enabled):
         if not grad_enabled:
@@ -104,11 +103,12 @@ class BoundaryBackwardNotSynchronised(Check):
 
     def _holds(self, optimizer, m) -> bool:
         key = (id(optimizer), id(m))
-        held = self.holds.get(key)
-        if held is None:
+        known = self.holds.get(key)
+        if known is None or known[0]() is not optimizer:   # new, or another optimizer now has that id
             p = m.probe()
-            held = self.holds[key] = p is not None and any(q is p for q in self.session.params_of(optimizer))
-        return held
+            known = self.holds[key] = (weakref.ref(optimizer),
+                                       p is not None and any(q is p for q in self.session.params_of(optimizer)))
+        return known[1]
 
     def on_any_step_pre(self, optimizer):
         judging = self.session.pass_state is None
@@ -119,7 +119,7 @@ class BoundaryBackwardNotSynchronised(Check):
             if not judging:
                 continue
             if any(flags):
-                m.synced += 1
+                m.ever_synced = True
                 if len(flags) >= 2:
                     m.mixed += 1
                     if not flags[-1]:
@@ -140,7 +140,7 @@ class BoundaryBackwardNotSynchronised(Check):
         for m in self.models.values():
             if m.mixed_hits >= MIN_HITS and m.mixed_hits >= MIN_SHARE * m.mixed:
                 out.append(self._wrong_micro_batch(m))
-            elif m.silent >= MIN_HITS and not m.synced and m.silent >= MIN_SHARE * (m.silent + m.touched):
+            elif m.silent >= MIN_HITS and not m.ever_synced and m.silent >= MIN_SHARE * (m.silent + m.touched):
                 out.append(self._nothing_synchronised(m))
         return out
 
