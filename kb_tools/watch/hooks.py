@@ -74,6 +74,9 @@ SPREAD_FUNCTIONS = ("std", "var", "std_mean", "var_mean")
 LOG_FUNCTIONS = ("log", "log1p", "log_softmax", "logsumexp")
 RESHAPE_METHODS = ("view", "reshape")
 COPY_FUNCTIONS = ("tensor", "as_tensor")
+# torch.nn.init's random initialisers (the constant ones fill states and masks as often as weights)
+RANDOM_INITS = ("uniform_", "normal_", "trunc_normal_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+                "kaiming_normal_", "orthogonal_", "sparse_")
 INDEX_FUNCTIONS = ("argmax", "argmin", "max", "min")  # torch functions and Tensor methods: indices, no gradient
 COPY_SCAN = 64  # items of a copy's nested list or tuple searched for a tensor that requires grad
 LOSS_FUNCTIONS = ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -274,6 +277,23 @@ def _uniform_wrapper(name: str, original):
             code = caller.f_code
             if not library_file(code.co_filename) and len(lines) < 4096 and _mask_threshold(caller, lines) is not None:
                 _guard(s, name, s.uniform_mask_call, f"{show_path(code.co_filename)}:{caller.f_lineno}")
+        return out
+    return wrapper
+
+
+def _init_wrapper(name: str, original):
+    """A torch.nn.init random initialiser: when the user's code fills a tensor that is not an
+    nn.Parameter with it (weights drawn for a plain tensor), the checks that listen get the tensor, the
+    initialiser's name and the caller's file:line. torch's own layers call these on their Parameters
+    while they are built: one type test per call."""
+    @functools.wraps(original)
+    def wrapper(tensor, *args, **kwargs):
+        out = original(tensor, *args, **kwargs)
+        s = _active
+        if s is not None and type(tensor) is torch.Tensor and s.random_init_watched and not s.stopped:
+            code = sys._getframe(1).f_code
+            if not library_file(code.co_filename):
+                _guard(s, name, s.random_init_call, tensor, name, user_site(depth=2))
         return out
     return wrapper
 
@@ -555,6 +575,8 @@ class Instrumentation:
         for name in ("rand", "rand_like"):
             self._patch(torch, name, _uniform_wrapper(name, getattr(torch, name)))
         self._patch(torch.Tensor, "uniform_", _uniform_wrapper("uniform_", torch.Tensor.uniform_))
+        for name in RANDOM_INITS:
+            self._patch(torch.nn.init, name, _init_wrapper(name, getattr(torch.nn.init, name)))
         for name in SPREAD_FUNCTIONS:
             self._patch(torch, name, _spread_wrapper(name, getattr(torch, name)))
         for name in ("std", "var"):

@@ -846,6 +846,13 @@ class Session:
         self.dispatch("on_uniform_mask", site)
 
     @property
+    def random_init_watched(self) -> bool:
+        return bool(self._handlers["on_random_init"])
+
+    def random_init_call(self, tensor, name: str, site: str) -> None:
+        self.dispatch("on_random_init", tensor, name, site)
+
+    @property
     def reshape_watched(self) -> bool:
         return bool(self._handlers["on_reshape"])
 

@@ -53,6 +53,9 @@ EVENTS = {
     "on_uniform_mask": "every call: torch.rand / rand_like or Tensor.uniform_ drew at least two values on a line of the "
                        "user's code that thresholds them into a 0/1 mask (that file:line); dispatched only when a "
                        "check has it",
+    "on_random_init": "every call: a torch.nn.init random initialiser (uniform_, normal_, xavier_*, kaiming_*, ...) "
+                      "filled a tensor that is not an nn.Parameter, called from the user's code (the tensor, the "
+                      "initialiser's name, that file:line); dispatched only when a check has it",
     "on_spread": "every call: a std/var whose reduction held one element per output value returned NaN "
                  "(name, input shape, output shape, grad_enabled, site)",
     "on_log": "sampled: torch.log, log1p, log_softmax or logsumexp (or the Tensor method) returned a result that "
@@ -118,6 +121,7 @@ class Check:
     def on_dropout(self, p, training_given, kind): pass
     def on_bernoulli(self, probability): pass
     def on_uniform_mask(self, site): pass
+    def on_random_init(self, tensor, name, site): pass
     def on_no_grad_block(self, frame, entering): pass
     def on_spread(self, call): pass
     def on_log(self, name, source, output): pass
