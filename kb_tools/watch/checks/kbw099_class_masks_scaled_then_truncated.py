@@ -8,7 +8,8 @@ values all lie in [0, 1), are all whole multiples of 1/255 (within 1e-4 of k/255
 the mask's class ids, divided by 255 on the way, which the cast to an integer dtype turned into
 background everywhere. A mask that really holds only background has no nonzero value and is not
 counted; targets computed from a float batch by rounding (`.round().long()`) keep their classes and
-are not all 0.
+are not all 0. A batch tensor the watched model was fed (an 8-bit image scaled by 1/255, the same
+element count and sum as one of the model's first inputs) is no mask and is not counted.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import itertools
 import torch
 
 from kb_tools.watch.checks import Check, loss_where, plural
-from kb_tools.watch.checks.tensors import iter_tensors
+from kb_tools.watch.checks.tensors import fed_to_model, input_signatures, iter_tensors, signature
 
 MIN_CALLS = 3
 MIN_TARGETS = 64
@@ -53,7 +54,7 @@ class ClassMasksScaledThenTruncated(Check):
 
     def __init__(self, session):
         super().__init__(session)
-        self.masks: list = []     # (numel, largest class id) of the scaled-mask tensors of this step's batch
+        self.masks: list = []     # (numel, largest class id, signature) of the scaled-mask tensors of this step's batch
         self.batch_step = None
         self.sites: dict = {}     # (kind, where, site) -> [calls, targets, first step, largest id, loader site]
         self.loader_site = None
@@ -64,9 +65,14 @@ class ClassMasksScaledThenTruncated(Check):
             if t.dim() >= 2:
                 top = _scaled_mask(t)
                 if top is not None:
-                    masks.append((t.numel(), top))
+                    masks.append((t.numel(), top, signature(t)))
         self.masks, self.batch_step = masks, self.session.step
         self.loader_site = self.session.loader_site(loader)
+
+    def on_root_input(self, model, args, grad_enabled):
+        if self.masks and grad_enabled and self.batch_step == self.session.step:
+            fed = input_signatures(args)
+            self.masks = [m for m in self.masks if not fed_to_model(m[2], fed)]
 
     def on_loss(self, call):
         if not call.grad_enabled or call.kind not in ("cross_entropy", "nll_loss") or not self.masks \
@@ -75,7 +81,7 @@ class ClassMasksScaledThenTruncated(Check):
         y = call.target
         if not isinstance(y, torch.Tensor) or y.is_floating_point() or y.numel() < MIN_TARGETS:
             return
-        match = [top for numel, top in self.masks if numel == y.numel()]
+        match = [top for numel, top, _ in self.masks if numel == y.numel()]
         if not match:
             return
         kept = y.detach().reshape(-1)

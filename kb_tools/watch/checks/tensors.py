@@ -2,6 +2,7 @@
 norm of many gradients, and the first tensor of a batch with a cheap fingerprint to compare batches by."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -384,3 +385,19 @@ def inside_function_transform() -> bool:
     """Is torch.func's vmap or grad running (per-sample gradients, DP-SGD)? Its tensors are batched
     stand-ins: reading their values raises, and a check that raised would be switched off."""
     return _PEEK_TRANSFORMS is not None and _PEEK_TRANSFORMS() is not None
+
+
+def signature(t: torch.Tensor) -> tuple:
+    """(element count, sum in float64): equal for a tensor and its copy moved by .to(), cheap to compare."""
+    return t.numel(), float(t.detach().double().sum())
+
+
+def input_signatures(args, limit: int = 4) -> list:
+    """The signatures of the first tensors among a model call's arguments."""
+    return [signature(t) for t in itertools.islice(iter_tensors(args), limit) if t.numel() and not t.is_complex()]
+
+
+def fed_to_model(mark: tuple, fed: list) -> bool:
+    """Whether a batch tensor with signature `mark` is one the model was fed (an image, not a label
+    mask): the same element count and sum, up to the summation order of another device."""
+    return any(mark[0] == n and math.isclose(mark[1], total, rel_tol=1e-9, abs_tol=1e-9) for n, total in fed)
