@@ -24,11 +24,13 @@ first appearance.
 from __future__ import annotations
 
 import collections
+import itertools
 import weakref
 
 import torch
 
 from kb_tools.watch.checks import Check, loss_where, plural
+from kb_tools.watch.checks.tensors import iter_tensors
 
 FROM_STEP = 10
 TRAIN_WINDOW = 16
@@ -43,7 +45,7 @@ MIN_MAPPED = 0.75
 MIN_MOVED = 2
 MIN_CLASS_SHARE = 0.05
 MIN_PURITY = 0.7
-MAX_KEYS = 8     # integer columns looked at in one batch
+MAX_KEYS = 8     # tensors of one batch looked at for an integer column
 
 
 def _pairs(scores, target, classes: int):
@@ -61,13 +63,9 @@ def _pairs(scores, target, classes: int):
 
 
 def _integer_columns(batch) -> list:
-    """Weak references to the 1-D integer tensors at the top level of a batch (tuple, list or dict)."""
-    values = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (tuple, list)) else ()
-    out = []
-    for v in list(values)[:MAX_KEYS]:
-        if isinstance(v, torch.Tensor) and v.dim() == 1 and v.dtype in (torch.int64, torch.int32):
-            out.append(weakref.ref(v))
-    return out
+    """Weak references to the 1-D integer tensors among a batch's first tensors."""
+    return [weakref.ref(v) for v in itertools.islice(iter_tensors(batch), MAX_KEYS)
+            if v.dim() == 1 and v.dtype in (torch.int64, torch.int32)]
 
 
 class EvaluationClassesRenumbered(Check):
